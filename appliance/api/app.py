@@ -1,0 +1,62 @@
+"""The Litestar application: routes, dependencies, error handlers and the engines' lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.di import Provide
+
+from appliance.api import openai_routes, ops_routes
+from appliance.api.errors import exception_handlers
+from appliance.api.loop_monitor import LoopMonitor
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("appliance.server")
+
+DEFAULT_MAX_BODY_SIZE = 32 * 1024 * 1024
+
+
+def create_app(
+    models: ModelRegistry,
+    *,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    start_engines: bool = True,
+) -> Litestar:
+    """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
+    (the server listens while they load; /health answers 503 until all are ready)."""
+    monitor = LoopMonitor()
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        monitor.start()
+        if start_engines:
+            for engine in models:
+                engine.start()
+        try:
+            yield
+        finally:
+            monitor.stop()
+            if start_engines:
+                for engine in models:
+                    await engine.stop()
+
+    def provide(value: object) -> Callable[[], object]:
+        return lambda: value
+
+    return Litestar(
+        route_handlers=[*openai_routes.routes, *ops_routes.routes],
+        dependencies={
+            "models": Provide(provide(models), sync_to_thread=False),
+            "loop_monitor": Provide(provide(monitor), sync_to_thread=False),
+        },
+        exception_handlers=exception_handlers,
+        lifespan=[lifespan],
+        request_max_body_size=max_body_size,
+        openapi_config=None,
+        logging_config=None,
+    )

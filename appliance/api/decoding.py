@@ -1,0 +1,58 @@
+"""Request bodies: strict JSON decoding into protocol structs, errors naming the field."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import TypeVar
+
+import msgspec
+
+from appliance.errors import InvalidRequest
+
+__all__ = ["decode_body"]
+
+T = TypeVar("T")
+_PATH = re.compile(r" - at `\$(.*)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `([^`]*)`")
+
+
+@cache
+def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
+    return msgspec.json.Decoder(kind)
+
+
+def decode_body(body: bytes, kind: type[T]) -> T:
+    """Decode strictly (no "5" for 5): types and ranges as the OpenAI reference documents them."""
+    if not body.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+    try:
+        return _decoder(kind).decode(body)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise InvalidRequest("The request body is nested too deeply.", code="invalid_json") from None
+
+
+def _validation_error(text: str) -> InvalidRequest:
+    match = _PATH.search(text)
+    path = match.group(1).lstrip(".") if match else ""
+    reason = text[: match.start()] if match else text
+    unknown = _UNKNOWN.match(reason)
+    if unknown:
+        field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
+        return InvalidRequest(
+            f"Unrecognized request argument supplied: {field}. See the README for the parameters "
+            "this server honours.",
+            param=field,
+            code="unknown_parameter",
+        )
+    if reason.startswith("Object missing required field"):
+        missing = reason.split("`")[1]
+        field = f"{path}.{missing}" if path else missing
+        return InvalidRequest(f"Missing required parameter: '{field}'.", param=field, code="missing_required_parameter")
+    if not path:
+        return InvalidRequest(f"Invalid request body: {reason}.", code="invalid_type")
+    return InvalidRequest(f"Invalid value for '{path}': {reason}.", param=path, code="invalid_value")

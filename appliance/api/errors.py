@@ -1,0 +1,76 @@
+"""Exception handlers: every error leaves the server as the OpenAI envelope.
+
+`{"error": {"message", "type", "param", "code"}}`, including Litestar's own 404/405/413 and
+validation errors, with `Retry-After` on 503s.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+
+from appliance.errors import ApplianceError
+
+__all__ = ["ClientDisconnected", "exception_handlers"]
+
+log = logging.getLogger("appliance.api")
+
+_FRAMEWORK = {
+    400: ("invalid_request_error", "bad_request"),
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    413: ("invalid_request_error", "payload_too_large"),
+}
+
+
+class ClientDisconnected(Exception):
+    """The client left before the answer was ready; there is no one to answer."""
+
+
+def _envelope(status: int, message: str, type_: str, code: str | None, param: str | None = None) -> Response:
+    return Response(
+        {"error": {"message": message, "type": type_, "param": param, "code": code}},
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+def _appliance_error(_: Request, exc: ApplianceError) -> Response:
+    response = Response(exc.to_dict(), status_code=exc.status, media_type="application/json")
+    if exc.retry_after is not None:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _http_exception(request: Request, exc: HTTPException) -> Response:
+    status = exc.status_code
+    type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
+    if status == 404:
+        message = f"No route {request.method} {request.url.path}. See the README for the API."
+    elif status == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path}."
+    elif status == 413:
+        message = "The request body is larger than this server accepts (see --max-body-size)."
+    else:
+        message = exc.detail
+    return _envelope(status, message, type_, code)
+
+
+def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return _envelope(500, "The server had an internal error; it is logged.", "server_error", "internal_error")
+
+
+def _disconnected(_: Request, __: ClientDisconnected) -> Response:
+    # 499 (nginx's "client closed request") only shows in logs: the socket is already gone.
+    return Response(b"", status_code=499)
+
+
+exception_handlers = {
+    ClientDisconnected: _disconnected,
+    ApplianceError: _appliance_error,
+    HTTPException: _http_exception,
+    Exception: _unexpected,
+}

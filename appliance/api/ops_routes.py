@@ -1,0 +1,51 @@
+"""Operator routes: health (liveness and readiness) and runtime statistics."""
+
+from __future__ import annotations
+
+from litestar import Response, get
+
+from appliance.api.loop_monitor import LoopMonitor
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["routes"]
+
+
+def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
+    return {
+        engine.name: {
+            "state": engine.state,
+            "device": engine.graph.device,
+            "in_flight": engine.in_flight,
+            "running": engine.stats.running,
+            "kv_cache_usage": engine.stats.kv_cache_usage,
+            **({"error": engine.load_error} if engine.load_error else {}),
+        }
+        for engine in models
+    }
+
+
+@get("/health", cache=False)
+async def health(models: ModelRegistry) -> Response:
+    """200 once every model is loaded and ready; 503 (with each model's state) before."""
+    ready = models.all_ready
+    return Response(
+        {"status": "ready" if ready else "not_ready", "models": _model_status(models)},
+        status_code=200 if ready else 503,
+        media_type="application/json",
+    )
+
+
+@get("/health/live", cache=False)
+async def live() -> dict[str, str]:
+    """200 as long as the HTTP server answers (a liveness probe; models may still be loading)."""
+    return {"status": "alive"}
+
+
+@get("/stats", cache=False)
+async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float = 0.0) -> dict[str, object]:
+    """Per-model engine counters and the event loop's lag (ms) over samples taken after `since`
+    (Unix seconds; 0 = the last ten minutes)."""
+    return {"models": _model_status(models), "event_loop_lag_ms": loop_monitor.summary(since)}
+
+
+routes = [health, live, stats]

@@ -1,0 +1,91 @@
+"""The `appliance` command: serve, check, demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from appliance import __version__
+from appliance.errors import ConfigError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="appliance", description="OpenVINO GenAI edge-serving appliance (OpenAI-compatible API)."
+    )
+    parser.add_argument("--version", action="version", version=f"appliance {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="serve every graph file in a directory")
+    serve.add_argument("--graphs", type=Path, required=True, metavar="DIR", help="directory of graph files (*.toml)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--max-body-size",
+        type=int,
+        default=32 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest request body accepted, larger ones get 413 (default 32 MiB)",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    check = commands.add_parser("check", help="validate graph files, models and devices without serving")
+    check.add_argument("--graphs", type=Path, required=True, metavar="DIR")
+
+    demo = commands.add_parser("demo", help="build the offline demo models into DIR/models and DIR/graphs")
+    demo.add_argument("dir", type=Path, metavar="DIR")
+    demo.add_argument(
+        "--models",
+        default="demo-chat",
+        help="comma-separated demo models to build (default demo-chat; also: demo-bench)",
+    )
+    demo.add_argument("--force", action="store_true", help="rebuild even when the output is current")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, getattr(args, "log_level", "info").upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    try:
+        if args.command == "serve":
+            from appliance.server import serve
+
+            return serve(
+                args.graphs,
+                host=args.host,
+                port=args.port,
+                max_body_size=args.max_body_size,
+                log_level=args.log_level,
+            )
+        if args.command == "check":
+            from appliance.server import prepare
+
+            for graph in prepare(args.graphs):
+                print(f"ok  {graph.name:<24} {graph.device:<8} {graph.model_dir}  ({graph.source})")
+            return 0
+        if args.command == "demo":
+            from appliance.demo import build_demo
+
+            names = [name.strip() for name in args.models.split(",") if name.strip()]
+            for path in build_demo(args.dir, names, force=args.force):
+                print(f"graph: {path}")
+            return 0
+    except ConfigError as exc:
+        print(f"appliance: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"appliance: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

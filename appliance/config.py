@@ -1,0 +1,148 @@
+"""Graph files: one TOML file per served model, decoded into frozen structs.
+
+A graph file names the model, where its OpenVINO IR lives, the device, the scheduler settings of its
+continuous-batching pipeline, OpenVINO plugin properties, generation defaults and limits. Unknown
+keys are errors (a typo must not be silently ignored), and every error names the file and the
+field path. See the README's "Graph files" section for the reference.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from appliance.errors import ConfigError
+
+__all__ = [
+    "GenerationDefaults",
+    "Graph",
+    "Limits",
+    "SchedulerSettings",
+    "load_graph",
+    "load_graphs",
+]
+
+ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+PluginValue = str | int | float | bool
+
+# Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
+_DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
+
+
+class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class SchedulerSettings(_Config):
+    """OpenVINO GenAI `SchedulerConfig` of the model's continuous-batching pipeline."""
+
+    cache_size: NonNegativeInt = 1
+    """KV cache size in GB (0: grow on demand)."""
+    max_num_seqs: PositiveInt = 256
+    max_num_batched_tokens: PositiveInt = 256
+    dynamic_split_fuse: bool = True
+    enable_prefix_caching: bool = False
+
+
+class GenerationDefaults(_Config):
+    """Defaults applied when a request leaves a parameter out."""
+
+    max_tokens: PositiveInt | None = None
+    """Output tokens when the request sets none (None: up to the context / max_tokens_limit)."""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
+    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
+
+
+class Limits(_Config):
+    """Per-model limits enforced before the engine is called."""
+
+    max_tokens_limit: PositiveInt = 4096
+    """Largest max_tokens a request may ask for."""
+    max_context: NonNegativeInt = 0
+    """Prompt + output tokens allowed (0: the model's max_position_embeddings)."""
+    max_queued_requests: PositiveInt = 512
+    """Requests waiting or running at once; above it requests get 503 with Retry-After."""
+
+
+class Graph(_Config):
+    """One served model."""
+
+    name: ModelName
+    model_path: str
+    """Folder with the OpenVINO IR, relative to the graph file's directory unless absolute."""
+    device: str = "CPU"
+    pipeline: Literal["AUTO", "LM_CB"] = "AUTO"
+    """AUTO picks continuous batching for text models."""
+    description: str = ""
+    plugin_config: dict[str, PluginValue] = {}
+    """OpenVINO properties for the device, e.g. INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION."""
+    scheduler: SchedulerSettings = SchedulerSettings()
+    defaults: GenerationDefaults = GenerationDefaults()
+    limits: Limits = Limits()
+    source: str = ""
+    """The graph file this came from (filled in by the loader)."""
+
+    @property
+    def model_dir(self) -> Path:
+        path = Path(self.model_path)
+        if not path.is_absolute() and self.source:
+            path = Path(self.source).parent / path
+        return path.resolve()
+
+
+def load_graph(path: Path) -> Graph:
+    """Read and validate one graph file; raises ConfigError naming the file and field."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read graph file: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if "source" in raw:
+        raise ConfigError(f"{path}: unknown field `source`")
+    raw["source"] = str(path)
+    try:
+        graph = msgspec.convert(raw, Graph)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from exc
+    if not _DEVICE.match(graph.device):
+        raise ConfigError(
+            f"{path}: `device` {graph.device!r} is not an OpenVINO device "
+            "(CPU, GPU, GPU.1, NPU, AUTO, AUTO:GPU,CPU, HETERO:GPU,CPU, ...)"
+        )
+    if not graph.model_dir.is_dir():
+        raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
+    return graph
+
+
+def load_graphs(directory: Path) -> list[Graph]:
+    """Every `*.toml` graph in `directory`, sorted by file name; names must be unique."""
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: graphs directory does not exist")
+    graphs = [load_graph(path) for path in sorted(directory.glob("*.toml"))]
+    if not graphs:
+        raise ConfigError(f"{directory}: no graph files (*.toml) found")
+    seen: dict[str, str] = {}
+    for graph in graphs:
+        if graph.name in seen:
+            raise ConfigError(
+                f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}"
+            )
+        seen[graph.name] = graph.source
+    return graphs
+
+
+def _describe(exc: msgspec.ValidationError) -> str:
+    # msgspec says "... - at `$.scheduler.cache_size`"; lead with the field path, TOML-style.
+    text = str(exc)
+    match = re.search(r" - at `\$\.?(.*)`$", text)
+    if not match:
+        return text
+    field = match.group(1) or "(top level)"
+    return f"`{field}`: {text[: match.start()]}"

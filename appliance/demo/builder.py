@@ -1,0 +1,96 @@
+"""`build_demo`: build demo models into a root directory, skipping those already current.
+
+Layout under `root`:
+    models/<name>/          OpenVINO IR + tokenizer IRs + HF tokenizer/config files + stamp
+    graphs/<name>.toml      serving graph; its model_path is relative to graphs/
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import store
+from .export import build_model, key_files  # light at import: torch & co. load inside its functions
+from .graph import write_graph
+from .recipes import DemoRecipe, get_recipe
+
+DEFAULT_DEMOS = ("demo-chat",)
+
+
+def build_demo(
+    root: Path,
+    names: Sequence[str] = DEFAULT_DEMOS,
+    *,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> list[Path]:
+    """Build the named demo models under `root` and write their graphs.
+
+    A model whose stamp matches its recipe (and whose key files exist) is left alone, so re-running
+    is cheap; `force=True` rebuilds the named models (not the ones they merely depend on).
+    Returns the graph paths of `names`, in order. Raises ValueError for an unknown name, before
+    building anything.
+    """
+    root = Path(root)
+    if isinstance(names, str):  # a lone name, not a sequence of one-letter names
+        names = (names,)
+    requested = [get_recipe(n) for n in dict.fromkeys(names)]
+    models_dir, graphs_dir = root / "models", root / "graphs"
+
+    requested_names = {r.name for r in requested}
+    for recipe in _with_dependencies(requested):
+        if recipe.model is not None:
+            rebuild = force and recipe.name in requested_names
+            _ensure_model(recipe, models_dir, force=rebuild, log=log)
+
+    paths = []
+    for recipe in requested:
+        path, written = write_graph(recipe, graphs_dir, models_dir)
+        if written:
+            log(f"{recipe.name}: wrote {path}")
+        paths.append(path)
+    return paths
+
+
+def _with_dependencies(recipes: Sequence[DemoRecipe]) -> list[DemoRecipe]:
+    """`recipes` preceded by the demos whose models their graphs use, each once."""
+    ordered: dict[str, DemoRecipe] = {}
+
+    def visit(recipe: DemoRecipe, path: tuple[str, ...]) -> None:
+        if recipe.name in path:
+            raise ValueError(f"demo recipes depend on each other in a cycle: {' -> '.join(path)}")
+        for dep in recipe.requires():
+            visit(get_recipe(dep), (*path, recipe.name))
+        ordered.setdefault(recipe.name, recipe)
+
+    for recipe in recipes:
+        visit(recipe, ())
+    return list(ordered.values())
+
+
+def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Callable[[str], None]) -> Path:
+    """Make `models_dir/<name>` a current build of the recipe; returns its path."""
+    assert recipe.model is not None
+    target = models_dir / recipe.name
+    fingerprint = recipe.fingerprint()
+    files = key_files(recipe.model)
+    with store.build_lock(models_dir, recipe.name):
+        if not force and store.is_current(target, fingerprint, files):
+            log(f"{recipe.name}: up to date ({target})")
+            return target
+        store.remove_leftovers(models_dir, recipe.name)
+        if target.exists():
+            log(f"{recipe.name}: {'rebuilding (forced)' if force else 'rebuilding (recipe changed or files missing)'}")
+        t0 = time.perf_counter()
+        with store.staging_dir(models_dir, recipe.name) as staging:
+            out = staging / "model"
+            out.mkdir()
+            build_model(recipe, out, scratch_dir=staging, log=log)
+            seconds = round(time.perf_counter() - t0, 1)
+            store.write_stamp(out, fingerprint, build_seconds=seconds)  # last: marks the build complete
+            store.install(out, target)
+        size_mb = store.directory_size(target) / 1e6
+        log(f"{recipe.name}: built in {seconds:.1f} s, {size_mb:.1f} MB -> {target}")
+    return target

@@ -1,0 +1,298 @@
+"""Build a demo model's files: train a tokenizer, make random weights, export to OpenVINO IR.
+
+Everything here imports torch / transformers / optimum-intel, which take seconds to load and are
+only installed with the `export` extra, so those imports stay inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import logging
+import os
+import sysconfig
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, TokenizerSpec
+
+Log = Callable[[str], None]
+
+# Files a served causal LM directory must hold; also what makes a cached build count as present.
+CAUSAL_LM_FILES = (
+    "openvino_model.xml",
+    "openvino_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_tokenizer.bin",
+    "openvino_detokenizer.xml",
+    "openvino_detokenizer.bin",
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
+# Warning categories the export always emits and that say nothing about our models: torch.jit
+# tracing notes (TracerWarning, a subclass of Warning by name only), deprecations inside torch and
+# transformers, optimum's implicitly cleaned temporary directories. Anything else is logged.
+_EXPECTED_WARNINGS = ("TracerWarning", "DeprecationWarning", "FutureWarning", "ResourceWarning")
+
+
+def key_files(model: ModelSpec) -> tuple[str, ...]:
+    """The files whose presence a finished build of `model` guarantees."""
+    if isinstance(model, CausalLMSpec):
+        return CAUSAL_LM_FILES
+    raise TypeError(f"no builder for {type(model).__name__}")
+
+
+def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) -> None:
+    """Write the served model directory of `recipe` into the (empty) `out_dir`.
+
+    `scratch_dir` receives the intermediate Hugging Face checkpoint; the caller deletes it.
+    """
+    if recipe.model is None or recipe.tokenizer is None:
+        raise ValueError(f"{recipe.name}: recipe has no model to build")
+    with _quiet_libraries(recipe.name, log):
+        if isinstance(recipe.model, CausalLMSpec):
+            _build_causal_lm(recipe.name, recipe.tokenizer, recipe.model, out_dir, scratch_dir, log)
+        else:  # pragma: no cover - a new ModelSpec kind without its branch here
+            raise TypeError(f"no builder for {type(recipe.model).__name__}")
+    _verify_causal_lm(recipe.name, out_dir, recipe.model.weight_format)
+
+
+def _build_causal_lm(
+    name: str, tok_spec: TokenizerSpec, spec: CausalLMSpec, out_dir: Path, scratch_dir: Path, log: Log
+) -> None:
+    log(f"{name}: training tokenizer ({tok_spec.vocab_size} tokens)")
+    tokenizer = train_tokenizer(tok_spec)
+
+    model = make_causal_lm(spec, tokenizer)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{name}: random {type(model).__name__} with {n_params / 1e6:.1f} M parameters (seed {spec.seed})")
+    hf_dir = scratch_dir / "hf"
+    model.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    del model  # the demo-bench weights are 1.5 GB in float32
+
+    log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
+    export_causal_lm(hf_dir, out_dir, tokenizer, spec.weight_format)
+
+
+# --- tokenizer ----------------------------------------------------------------------------------
+
+
+def corpus_files(stdlib_files: int) -> list[str]:
+    """Local training text, in a fixed order so training is deterministic.
+
+    Licence texts are English prose; stdlib modules add code and identifiers. Both exist on any
+    machine with Python, so nothing is downloaded.
+    """
+    files = sorted(glob.glob("/usr/share/common-licenses/*"))
+    stdlib = sysconfig.get_paths()["stdlib"]
+    files += sorted(glob.glob(os.path.join(stdlib, "*.py")))[:stdlib_files]
+    files = [f for f in files if os.path.isfile(f)]
+    if not files:
+        raise RuntimeError("no local text to train a tokenizer on (no licences, no stdlib sources)")
+    return files
+
+
+def train_tokenizer(spec: TokenizerSpec) -> Any:
+    """A byte-level BPE trained on local text, wrapped as a transformers fast tokenizer.
+
+    Byte-level BPE encodes any input without unknown tokens, like the tokenizers of real chat models,
+    and openvino_tokenizers converts it. The chat template and special-token ids end up in the
+    rt_info of openvino_tokenizer.xml, where openvino_genai reads them.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [spec.pad_token, spec.bos_token, spec.eos_token, *spec.extra_special_tokens]
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    # No template post-processor: bos comes from the chat template, so encoding a rendered chat with
+    # special tokens enabled does not add a second one.
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train(corpus_files(spec.stdlib_files), trainer)
+
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=spec.bos_token,
+        eos_token=spec.eos_token,
+        pad_token=spec.pad_token,
+        additional_special_tokens=list(spec.extra_special_tokens),
+        model_max_length=spec.model_max_length,
+        padding_side="left",  # decoder-only convention; optimum's CLI export sets the same
+    )
+    hf.chat_template = spec.chat_template
+    return hf
+
+
+# --- random model -------------------------------------------------------------------------------
+
+
+def make_causal_lm(spec: CausalLMSpec, tokenizer: Any) -> Any:
+    """A randomly initialised causal LM whose vocabulary and special ids match `tokenizer`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    config_cls, model_cls = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    }[spec.architecture]
+    special_ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        dtype="float32",
+        **special_ids,
+    )
+    # Seed a private RNG state: the weights are reproducible and the caller's torch RNG is untouched.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = model_cls(config)
+    # openvino_genai takes its stop token from generation_config.json: without eos there it would
+    # not stop at <|im_end|>.
+    for key, value in special_ids.items():
+        setattr(model.generation_config, key, value)
+    return model.eval()
+
+
+# --- export -------------------------------------------------------------------------------------
+
+
+def _quantization_config(weight_format: str) -> Any:
+    from optimum.intel import OVWeightQuantizationConfig
+
+    if weight_format == "int8":
+        return OVWeightQuantizationConfig(bits=8, sym=False)
+    raise ValueError(f"unsupported weight format {weight_format!r}")
+
+
+def export_causal_lm(hf_dir: Path, out_dir: Path, tokenizer: Any, weight_format: str) -> None:
+    """Export a saved HF causal LM to OpenVINO IR with compressed weights, plus both tokenizer IRs.
+
+    `main_export(ov_config=OVConfig(quantization_config=...))` silently leaves the weights in float,
+    so the model goes through `OVModelForCausalLM(export=True, quantization_config=...)` and the
+    tokenizer through `export_tokenizer`, the two steps `optimum-cli export openvino` performs.
+    """
+    from optimum.exporters.openvino.convert import export_tokenizer
+    from optimum.intel import OVModelForCausalLM
+
+    ov_model = OVModelForCausalLM.from_pretrained(
+        hf_dir, export=True, compile=False, quantization_config=_quantization_config(weight_format)
+    )
+    try:
+        ov_model.save_pretrained(out_dir)
+    finally:
+        _drop_export_tempdir(ov_model)
+    tokenizer.save_pretrained(out_dir)
+    # NB: export_tokenizer logs and swallows conversion errors; _verify_causal_lm catches those.
+    export_tokenizer(tokenizer, out_dir, task="text-generation-with-past")
+
+
+def _drop_export_tempdir(ov_model: Any) -> None:
+    """Delete the float32 copy optimum exported into a temporary directory.
+
+    optimum keeps that directory alive through a CLASS attribute, so it would otherwise stay on disk
+    (1.5 GB for demo-bench) until the next export or the end of the process, and then be removed by
+    a finalizer that emits a ResourceWarning at an unpredictable point.
+    """
+    tmp = getattr(type(ov_model), "_model_save_dir_tempdirectory_instance", None)
+    if tmp is not None and hasattr(tmp, "cleanup"):
+        tmp.cleanup()
+
+
+def _verify_causal_lm(name: str, out_dir: Path, weight_format: str) -> None:
+    """Fail loudly on the silent failure modes of the export rather than serve a broken model."""
+    missing = [f for f in CAUSAL_LM_FILES if not (out_dir / f).is_file()]
+    if missing:
+        raise RuntimeError(f"{name}: export did not write {', '.join(missing)}")
+    if weight_format == "int8" and 'element_type="u8"' not in (out_dir / "openvino_model.xml").read_text():
+        raise RuntimeError(f"{name}: export left the weights uncompressed (no u8 constants in the IR)")
+    tokenizer_config = json.loads((out_dir / "tokenizer_config.json").read_text())
+    vocab = json.loads((out_dir / "tokenizer.json").read_text())["added_tokens"]
+    eos_id = next(t["id"] for t in vocab if t["content"] == tokenizer_config["eos_token"])
+    for file in ("config.json", "generation_config.json"):
+        if json.loads((out_dir / file).read_text()).get("eos_token_id") != eos_id:
+            raise RuntimeError(f"{name}: {file} lacks eos_token_id={eos_id}; generation would not stop")
+
+
+# --- keeping the libraries quiet ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet_libraries(name: str, log: Log) -> Iterator[None]:
+    """Silence the progress bars, info logs and known warnings of the export stack.
+
+    Errors still propagate as exceptions; unexpected warnings are passed to `log`; stdout noise
+    (nncf's statistics table and progress bar) is replayed through `log` if the build fails.
+    Settings are restored afterwards, as this may run inside a longer-lived process.
+    """
+    # Nothing may be downloaded: every input is local. Must be set before transformers is imported.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+    import nncf
+    from nncf.common.logging import nncf_logger
+    from transformers.utils import logging as hf_logging
+
+    hf_verbosity = hf_logging.get_verbosity()
+    hf_bars = hf_logging.is_progress_bar_enabled()
+    nncf_level = nncf_logger.level
+    stdout = io.StringIO()
+    try:
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        nncf.set_log_level(logging.WARNING)
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+            # Record rather than raise, even under `-W error` (pytest's filterwarnings): a warning
+            # raised as an exception in the middle of torch.jit tracing would abort the export.
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            try:
+                yield
+            except BaseException:
+                for line in stdout.getvalue().splitlines():
+                    log(f"{name}: (output) {line}")
+                raise
+            finally:
+                _report_warnings(name, caught, log)
+    finally:
+        hf_logging.set_verbosity(hf_verbosity)
+        if hf_bars:
+            hf_logging.enable_progress_bar()
+        nncf.set_log_level(nncf_level)
+    log(f"{name}: model files built in {time.perf_counter() - t0:.1f} s")
+
+
+def _report_warnings(name: str, caught: list[warnings.WarningMessage], log: Log) -> None:
+    seen: set[str] = set()
+    for w in caught:
+        if w.category.__name__ in _EXPECTED_WARNINGS:
+            continue
+        text = f"{name}: warning: {w.category.__name__}: {w.message}"
+        if text not in seen:
+            seen.add(text)
+            log(text)

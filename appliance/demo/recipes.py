@@ -1,0 +1,212 @@
+"""What each demo model is: tokenizer, network shape, export format and serving graph.
+
+This module only describes models; building them lives in `appliance.demo.export` (heavy imports)
+and `appliance.demo.builder` (caching and file layout). Adding a demo model means adding one
+`DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them
+makes the next `build_demo` rebuild that model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Union
+
+# Bump when the build procedure changes in a way that changes the files it writes: every demo
+# model built by an older procedure is then rebuilt.
+BUILDER_VERSION = "appliance-demo/1"
+
+PAD_TOKEN = "<|pad|>"
+BOS_TOKEN = "<|begin_of_text|>"
+EOS_TOKEN = "<|im_end|>"
+# Order matters: special tokens take the first ids (pad 0, bos 1, eos 2, ...).
+EXTRA_SPECIAL_TOKENS = ("<|im_start|>", "<|endoftext|>", "<tool_call>", "</tool_call>")
+
+# ChatML with a leading bos_token. With `tools`, a system turn lists them as JSON (after the
+# caller's own system message, if any). Assistant turns that carry `tool_calls` render each call as
+# <tool_call>{"name": ..., "arguments": ...}</tool_call> so multi-turn tool use round-trips; a
+# null content (usual next to tool_calls) renders as nothing rather than "None".
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if tools %}"
+    "<|im_start|>system\n"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}\n\n{% endif %}"
+    "You may call tools:{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}"
+    "<|im_end|>\n"
+    "{% elif messages[0]['role'] == 'system' %}"
+    "<|im_start|>system\n{{ messages[0]['content'] }}<|im_end|>\n"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if message['role'] != 'system' %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] %}{{ message['content'] }}{% endif %}"
+    "{% if message['tool_calls'] %}{% for call in message['tool_calls'] %}"
+    "<tool_call>{{ call['function'] | tojson }}</tool_call>"
+    "{% endfor %}{% endif %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """A byte-level BPE tokenizer trained locally (no download) on licence texts and stdlib code.
+
+    Training is deterministic for a given corpus, so two recipes holding equal specs (a draft model
+    and its main model) get identical vocabularies.
+    """
+
+    vocab_size: int
+    model_max_length: int
+    # How many stdlib *.py files (sorted by name) join /usr/share/common-licenses in the corpus.
+    stdlib_files: int = 60
+    bos_token: str = BOS_TOKEN
+    eos_token: str = EOS_TOKEN
+    pad_token: str = PAD_TOKEN
+    extra_special_tokens: tuple[str, ...] = EXTRA_SPECIAL_TOKENS
+    chat_template: str = CHAT_TEMPLATE
+
+
+@dataclass(frozen=True)
+class CausalLMSpec:
+    """A decoder-only transformer with random (seeded, hence reproducible) weights."""
+
+    architecture: Literal["llama", "qwen2"]
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    seed: int = 0
+    weight_format: Literal["int8"] = "int8"
+
+
+# Later kinds (e.g. a tiny VLM) join this union, with a matching branch in `export.build_model`.
+ModelSpec = Union[CausalLMSpec]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A graph value naming another demo's model directory (rendered as a relative path)."""
+
+    name: str
+
+
+TomlScalar = Union[str, int, float, bool, ModelRef]
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """The serving graph written to `graphs/<name>.toml` for a demo."""
+
+    description: str  # completes the header comment `# Served as "<name>": <description>`
+    cache_size: int  # GB of KV cache
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_tokens_limit: int
+    dynamic_split_fuse: bool = True
+    enable_prefix_caching: bool = False
+    device: str = "CPU"
+    pipeline: str = "LM_CB"
+    # Serve another demo's model directory instead of the recipe's own (e.g. a prompt-lookup graph
+    # over demo-chat's model); None means the recipe's own.
+    serves: str | None = None
+    # Extra top-level keys after `pipeline`, e.g. {"draft_model_path": ModelRef("demo-spec")}.
+    extra: Mapping[str, TomlScalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    """One demo: the model built into `models/<name>/` (if any) and its graph."""
+
+    name: str
+    graph: GraphSpec
+    tokenizer: TokenizerSpec | None = None
+    model: ModelSpec | None = None  # None: a graph over other demos' models only
+
+    def requires(self) -> tuple[str, ...]:
+        """Other demos whose model directories this demo's graph points at."""
+        refs = [self.graph.serves] + [v.name for v in self.graph.extra.values() if isinstance(v, ModelRef)]
+        return tuple(dict.fromkeys(r for r in refs if r is not None and r != self.name))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that determines the built model files (not the graph, which is cheap to rewrite)."""
+        return {
+            "builder": BUILDER_VERSION,
+            "name": self.name,
+            "tokenizer": asdict(self.tokenizer) if self.tokenizer else None,
+            "model": {"kind": type(self.model).__name__, **asdict(self.model)} if self.model else None,
+        }
+
+
+_LOCAL_NOTE = "built offline by `appliance demo` (outputs are gibberish)."
+
+# Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
+CHAT_TOKENIZER = TokenizerSpec(vocab_size=4096, model_max_length=2048, stdlib_files=60)
+
+RECIPES: dict[str, DemoRecipe] = {
+    recipe.name: recipe
+    for recipe in (
+        DemoRecipe(
+            name="demo-chat",
+            tokenizer=CHAT_TOKENIZER,
+            model=CausalLMSpec(
+                architecture="llama",
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=256,
+                max_position_embeddings=2048,
+                seed=0,
+            ),
+            graph=GraphSpec(
+                description=f"a tiny random-weight model {_LOCAL_NOTE}",
+                cache_size=1,
+                max_num_seqs=64,
+                max_num_batched_tokens=2048,
+                max_tokens_limit=1024,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-bench",
+            # A bigger vocabulary wants more text: 150 stdlib files instead of 60.
+            tokenizer=TokenizerSpec(vocab_size=8192, model_max_length=4096, stdlib_files=150),
+            # Qwen2.5-0.5B's shape (~365 M parameters with this vocabulary): compute-bound like a
+            # real small chat model, for benchmarks.
+            model=CausalLMSpec(
+                architecture="qwen2",
+                hidden_size=896,
+                num_hidden_layers=24,
+                num_attention_heads=14,
+                num_key_value_heads=2,
+                intermediate_size=4864,
+                max_position_embeddings=4096,
+                tie_word_embeddings=True,
+                seed=0,
+            ),
+            graph=GraphSpec(
+                description=(
+                    "a random-weight model shaped like Qwen2.5-0.5B, for benchmarks; " + _LOCAL_NOTE
+                ),
+                cache_size=2,
+                max_num_seqs=64,
+                max_num_batched_tokens=256,
+                max_tokens_limit=2048,
+            ),
+        ),
+    )
+}
+
+
+def get_recipe(name: str) -> DemoRecipe:
+    """The recipe called `name`; ValueError naming the known demos otherwise."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        known = ", ".join(sorted(RECIPES))
+        raise ValueError(f"unknown demo model {name!r}; known: {known}") from None

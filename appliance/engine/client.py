@@ -1,0 +1,303 @@
+"""The server side of an engine process: spawn it, talk to it, restart it when it dies.
+
+`EngineClient.submit()` sends a request and waits for the engine to accept it (so a bad prompt is a
+clean 4xx before any response starts), then returns a `RequestStream` to iterate `Delta`s and the
+final `Finished`. Closing the stream early cancels the request inside the pipeline.
+
+The event loop never blocks on the engine: frames from the engine are read with `loop.add_reader`,
+frames to it are written by a thread (a large prompt must not wait for the pipe buffer on the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Literal
+
+from appliance.config import Graph
+from appliance.engine import worker
+from appliance.engine.messages import (
+    Accepted,
+    Batch,
+    Cancel,
+    ChatPrompt,
+    Delta,
+    Finished,
+    LoadFailed,
+    Ready,
+    Rejected,
+    SamplingParams,
+    Shutdown,
+    Stats,
+    Submit,
+    TextPrompt,
+    decode_from_engine,
+    encoder,
+)
+from appliance.errors import ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
+
+__all__ = ["EngineClient", "RequestStream"]
+
+log = logging.getLogger("appliance.engine")
+
+State = Literal["loading", "ready", "restarting", "failed", "stopped"]
+_ids = itertools.count(1)
+_RESTART_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class RequestStream:
+    """The events of one accepted request: `Delta`s, then exactly one `Finished`."""
+
+    def __init__(self, client: EngineClient, request_id: int, prompt_tokens: int) -> None:
+        self._client = client
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self._events: asyncio.Queue[Delta | Finished] = asyncio.Queue()
+        self.done = False
+
+    def __aiter__(self) -> AsyncIterator[Delta | Finished]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Delta | Finished]:
+        while not self.done:
+            event = await self._events.get()
+            if isinstance(event, Finished):
+                self.done = True
+            yield event
+
+    def cancel(self) -> None:
+        """Stop generating (the client went away); the engine frees the request's KV blocks."""
+        if not self.done:
+            self.done = True
+            self._client._cancel(self.request_id)
+
+
+class EngineClient:
+    """One model's engine process, seen from the server's event loop."""
+
+    def __init__(self, graph: Graph, *, on_fatal: Callable[[str], None] | None = None) -> None:
+        self.graph = graph
+        self.state: State = "stopped"
+        self.max_context = 0
+        self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
+        self.load_error = ""
+        self._on_fatal = on_fatal
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._conn = None
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._pending: dict[int, asyncio.Future[Accepted]] = {}
+        self._streams: dict[int, RequestStream] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = asyncio.Event()
+        self._restarts = 0
+        self._restart_task: asyncio.Task[None] | None = None
+        self._ever_ready = False
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._streams)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the engine process; returns at once (the model loads in the background)."""
+        self._loop = asyncio.get_running_loop()
+        self.state = "loading" if not self._ever_ready else "restarting"
+        self._ready.clear()
+        context = multiprocessing.get_context("spawn")
+        parent_conn, child_conn = context.Pipe(duplex=True)
+        process = context.Process(
+            target=worker.main, args=(self.graph, child_conn), name=f"engine-{self.name}", daemon=True
+        )
+        process.start()
+        child_conn.close()
+        self._process, self._conn = process, parent_conn
+        self._outbox = queue.SimpleQueue()
+        threading.Thread(
+            target=_write_frames, args=(parent_conn, self._outbox), name=f"to-{self.name}", daemon=True
+        ).start()
+        self._loop.add_reader(parent_conn.fileno(), self._on_readable)
+        log.info("engine %s: loading %s on %s (pid %d)", self.name, self.graph.model_dir, self.graph.device, process.pid)
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Ask the engine to exit; kill it if it does not within `timeout`."""
+        self.state = "stopped"
+        if self._restart_task is not None:
+            self._restart_task.cancel()
+        self._fail_all(ModelNotReady(f"Model '{self.name}' is shutting down."))
+        process = self._process
+        if process is None:
+            return
+        self._detach()
+        self._outbox.put(encoder.encode(Shutdown()))
+        self._outbox.put(None)
+        deadline = time.monotonic() + timeout
+        while process.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if process.is_alive():
+            process.kill()
+        process.join(1)
+        self._process = None
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def submit(self, prompt: ChatPrompt | TextPrompt, params: SamplingParams) -> RequestStream:
+        """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
+        if self.state != "ready":
+            raise ModelNotReady(
+                f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5
+            )
+        # Checked and reserved with no await in between: concurrent submits cannot overshoot.
+        if self.in_flight >= self.graph.limits.max_queued_requests:
+            raise Overloaded(
+                f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; "
+                "try again shortly.",
+                retry_after=1,
+            )
+        request_id = next(_ids)
+        # Registered before the engine answers: its first deltas may arrive with the accept.
+        stream = RequestStream(self, request_id, 0)
+        accepted: asyncio.Future[Accepted] = self._loop.create_future()
+        self._streams[request_id] = stream
+        self._pending[request_id] = accepted
+        self._outbox.put(encoder.encode(Submit(request_id=request_id, prompt=prompt, params=params)))
+        try:
+            stream.prompt_tokens = (await accepted).prompt_tokens
+        except asyncio.CancelledError:
+            stream.cancel()  # the client left before the engine answered
+            raise
+        except Exception:
+            self._streams.pop(request_id, None)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        return stream
+
+    def _cancel(self, request_id: int) -> None:
+        if self._streams.pop(request_id, None) is not None:
+            self._outbox.put(encoder.encode(Cancel(request_id=request_id)))
+
+    # -- frames from the engine -------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        conn = self._conn
+        try:
+            while conn is not None and conn.poll():
+                self._dispatch(decode_from_engine(conn.recv_bytes()))
+        except (EOFError, OSError):
+            self._on_engine_died()
+
+    def _dispatch(self, message: object) -> None:
+        if isinstance(message, Batch):
+            for event in message.events:
+                self._deliver(event)
+        elif isinstance(message, Stats):
+            self.stats = message
+        elif isinstance(message, Ready):
+            self.max_context = message.max_context
+            self.state = "ready"
+            self._ever_ready = True
+            self._restarts = 0
+            self._ready.set()
+            log.info("engine %s: ready in %.1f s (context %d tokens)", self.name, message.load_seconds, message.max_context)
+        elif isinstance(message, LoadFailed):
+            self.load_error = message.message
+            log.error("engine %s: failed to load %s on %s: %s", self.name, self.graph.model_dir, self.graph.device, message.message)
+
+    def _deliver(self, event: object) -> None:
+        request_id = event.request_id
+        if isinstance(event, Accepted | Rejected):
+            future = self._pending.get(request_id)
+            if future is None or future.done():
+                return
+            if isinstance(event, Accepted):
+                future.set_result(event)
+            else:
+                error = ContextLengthExceeded if event.code == "context_length_exceeded" else InvalidRequest
+                future.set_exception(error(event.message, param=event.param, code=event.code))
+            return
+        stream = self._streams.get(request_id)
+        if stream is None:  # cancelled on this side; the engine has been told
+            return
+        if isinstance(event, Finished):
+            del self._streams[request_id]
+        stream._events.put_nowait(event)
+
+    # -- failure and restart ----------------------------------------------------------------
+
+    def _detach(self) -> None:
+        if self._conn is not None and self._loop is not None:
+            self._loop.remove_reader(self._conn.fileno())
+            self._conn.close()
+        self._conn = None
+
+    def _fail_all(self, error: Exception) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        for request_id, stream in list(self._streams.items()):
+            stream._events.put_nowait(
+                Finished(
+                    request_id=request_id,
+                    finish_reason="error",
+                    prompt_tokens=stream.prompt_tokens,
+                    completion_tokens=0,
+                    error=str(error),
+                )
+            )
+        self._streams.clear()
+
+    def _on_engine_died(self) -> None:
+        self._detach()
+        process = self._process
+        if process is not None:
+            process.join(1)
+        exit_code = process.exitcode if process is not None else None
+        self._process = None
+        self._ready.clear()
+        self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
+        if self.state == "stopped":
+            return
+        if not self._ever_ready:
+            self.state = "failed"
+            message = (
+                f"graph {self.graph.source}: model '{self.name}' failed to load on device "
+                f"{self.graph.device}: {self.load_error or f'engine exited with code {exit_code}'}"
+            )
+            self._fail_all(EngineFailure(message))
+            if self._on_fatal is not None:
+                self._on_fatal(message)
+            return
+        log.error("engine %s: process died (exit code %s); restarting", self.name, exit_code)
+        self._fail_all(EngineFailure(f"The engine of model '{self.name}' failed; the request was lost."))
+        self.state = "restarting"
+        delay = _RESTART_DELAYS_S[min(self._restarts, len(_RESTART_DELAYS_S) - 1)]
+        self._restarts += 1
+        self._restart_task = self._loop.create_task(self._restart_after(delay))
+
+    async def _restart_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.state == "restarting":
+            self.start()
+
+
+def _write_frames(conn, outbox: queue.SimpleQueue[bytes | None]) -> None:
+    # send_bytes blocks (GIL released) when the pipe is full; that wait belongs here, not on the loop.
+    try:
+        while (frame := outbox.get()) is not None:
+            conn.send_bytes(frame)
+    except (OSError, ValueError):
+        pass

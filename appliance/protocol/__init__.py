@@ -1,0 +1,1 @@
+"""Wire types: msgspec structs for each API family the appliance speaks (no logic)."""

@@ -1,0 +1,1 @@
+"""Turns validated API requests into engine requests and engine events into API responses."""

@@ -1,0 +1,37 @@
+"""The served models by name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from appliance.engine import EngineClient
+from appliance.errors import NotFound
+
+__all__ = ["ModelRegistry"]
+
+
+class ModelRegistry:
+    """Engine clients keyed by model name, in graph-file order."""
+
+    def __init__(self, engines: list[EngineClient]) -> None:
+        self._engines = {engine.name: engine for engine in engines}
+
+    def __iter__(self) -> Iterator[EngineClient]:
+        return iter(self._engines.values())
+
+    def __len__(self) -> int:
+        return len(self._engines)
+
+    def get(self, name: str) -> EngineClient:
+        try:
+            return self._engines[name]
+        except KeyError:
+            raise NotFound(
+                f"The model '{name}' does not exist. Served models: {', '.join(self._engines)}.",
+                param="model",
+                code="model_not_found",
+            ) from None
+
+    @property
+    def all_ready(self) -> bool:
+        return all(engine.state == "ready" for engine in self)
