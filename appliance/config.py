@@ -96,8 +96,11 @@ class Graph(_Config):
         return path.resolve()
 
 
-def load_graph(path: Path) -> Graph:
-    """Read and validate one graph file; raises ConfigError naming the file and field."""
+def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
+    """Read and validate one graph file; raises ConfigError naming the file and field.
+
+    With `check_paths=False` the model folder need not exist yet (e.g. before `appliance demo`).
+    """
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -116,7 +119,7 @@ def load_graph(path: Path) -> Graph:
             f"{path}: `device` {graph.device!r} is not an OpenVINO device "
             "(CPU, GPU, GPU.1, NPU, AUTO, AUTO:GPU,CPU, HETERO:GPU,CPU, ...)"
         )
-    if not graph.model_dir.is_dir():
+    if check_paths and not graph.model_dir.is_dir():
         raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
     return graph
 

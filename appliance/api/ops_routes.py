@@ -15,6 +15,7 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
         engine.name: {
             "state": engine.state,
             "device": engine.graph.device,
+            "pid": engine.pid,
             "in_flight": engine.in_flight,
             "running": engine.stats.running,
             "kv_cache_usage": engine.stats.kv_cache_usage,

@@ -12,8 +12,8 @@ import io
 import json
 import logging
 import os
+import sys
 import sysconfig
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,7 +57,7 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
     """
     if recipe.model is None or recipe.tokenizer is None:
         raise ValueError(f"{recipe.name}: recipe has no model to build")
-    with _quiet_libraries(recipe.name, log):
+    with _quiet_libraries(recipe.name, log) as log:
         if isinstance(recipe.model, CausalLMSpec):
             _build_causal_lm(recipe.name, recipe.tokenizer, recipe.model, out_dir, scratch_dir, log)
         else:  # pragma: no cover - a new ModelSpec kind without its branch here
@@ -243,48 +243,52 @@ def _verify_causal_lm(name: str, out_dir: Path, weight_format: str) -> None:
 
 
 @contextlib.contextmanager
-def _quiet_libraries(name: str, log: Log) -> Iterator[None]:
+def _quiet_libraries(name: str, log: Log) -> Iterator[Log]:
     """Silence the progress bars, info logs and known warnings of the export stack.
 
     Errors still propagate as exceptions; unexpected warnings are passed to `log`; stdout noise
     (nncf's statistics table and progress bar) is replayed through `log` if the build fails.
     Settings are restored afterwards, as this may run inside a longer-lived process.
+    Yields a version of `log` that writes to the real stdout (for `log=print`) despite the capture.
     """
     # Nothing may be downloaded: every input is local. Must be set before transformers is imported.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    stdout, real_stdout = io.StringIO(), sys.stdout
 
-    import nncf
-    from nncf.common.logging import nncf_logger
-    from transformers.utils import logging as hf_logging
+    def passthrough(line: str) -> None:
+        with contextlib.redirect_stdout(real_stdout):
+            log(line)
 
-    hf_verbosity = hf_logging.get_verbosity()
-    hf_bars = hf_logging.is_progress_bar_enabled()
-    nncf_level = nncf_logger.level
-    stdout = io.StringIO()
-    try:
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        nncf.set_log_level(logging.WARNING)
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
-            # Record rather than raise, even under `-W error` (pytest's filterwarnings): a warning
-            # raised as an exception in the middle of torch.jit tracing would abort the export.
-            warnings.simplefilter("always")
-            t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        # Record rather than raise, even under `-W error` (pytest's filterwarnings): a warning raised
+        # as an exception in the middle of torch.jit tracing would abort the export.
+        warnings.simplefilter("always")
+        try:
+            import nncf
+            from nncf.common.logging import nncf_logger
+            from transformers.utils import logging as hf_logging
+
+            hf_verbosity = hf_logging.get_verbosity()
+            hf_bars = hf_logging.is_progress_bar_enabled()
+            nncf_level = nncf_logger.level
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+            nncf.set_log_level(logging.WARNING)
             try:
-                yield
+                with contextlib.redirect_stdout(stdout):
+                    yield passthrough
             except BaseException:
                 for line in stdout.getvalue().splitlines():
-                    log(f"{name}: (output) {line}")
+                    passthrough(f"{name}: (output) {line}")
                 raise
             finally:
-                _report_warnings(name, caught, log)
-    finally:
-        hf_logging.set_verbosity(hf_verbosity)
-        if hf_bars:
-            hf_logging.enable_progress_bar()
-        nncf.set_log_level(nncf_level)
-    log(f"{name}: model files built in {time.perf_counter() - t0:.1f} s")
+                hf_logging.set_verbosity(hf_verbosity)
+                if hf_bars:
+                    hf_logging.enable_progress_bar()
+                nncf.set_log_level(nncf_level)
+        finally:
+            _report_warnings(name, caught, passthrough)
 
 
 def _report_warnings(name: str, caught: list[warnings.WarningMessage], log: Log) -> None:

@@ -24,14 +24,18 @@ EXTRA_SPECIAL_TOKENS = ("<|im_start|>", "<|endoftext|>", "<tool_call>", "</tool_
 
 # ChatML with a leading bos_token. With `tools`, a system turn lists them as JSON (after the
 # caller's own system message, if any). Assistant turns that carry `tool_calls` render each call as
-# <tool_call>{"name": ..., "arguments": ...}</tool_call> so multi-turn tool use round-trips; a
-# null content (usual next to tool_calls) renders as nothing rather than "None".
+# <tool_call>{"name": ..., "arguments": {...}}</tool_call> so multi-turn tool use round-trips; a
+# null content (usual next to tool_calls) renders as nothing rather than "None". `arguments` may
+# arrive as a JSON string (OpenAI style; Python jinja2 keeps it a string) or as an object
+# (openvino_genai's template engine parses it): both render the same.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% if tools %}"
     "<|im_start|>system\n"
     "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}\n\n{% endif %}"
-    "You may call tools:{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}"
+    # One tool per line. The newline goes AFTER each tool: both jinja2 as transformers configures it
+    # and openvino_genai's engine use trim_blocks, which eats a newline right after a block tag.
+    "You may call tools:\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}"
     "<|im_end|>\n"
     "{% elif messages[0]['role'] == 'system' %}"
     "<|im_start|>system\n{{ messages[0]['content'] }}<|im_end|>\n"
@@ -41,7 +45,9 @@ CHAT_TEMPLATE = (
     "<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] %}{{ message['content'] }}{% endif %}"
     "{% if message['tool_calls'] %}{% for call in message['tool_calls'] %}"
-    "<tool_call>{{ call['function'] | tojson }}</tool_call>"
+    "<tool_call>{\"name\": {{ call['function']['name'] | tojson }}, \"arguments\": "
+    "{% if call['function']['arguments'] is string %}{{ call['function']['arguments'] }}"
+    "{% else %}{{ call['function']['arguments'] | tojson }}{% endif %}}</tool_call>"
     "{% endfor %}{% endif %}"
     "<|im_end|>\n"
     "{% endif %}"

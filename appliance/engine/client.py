@@ -104,6 +104,11 @@ class EngineClient:
         return self.graph.name
 
     @property
+    def pid(self) -> int | None:
+        """The engine process's pid (None while none runs)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def in_flight(self) -> int:
         return len(self._streams)
 

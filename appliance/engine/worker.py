@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ STATS_INTERVAL_S = 0.5
 def main(graph: Graph, conn: Connection) -> None:
     """Entry point of the engine process (multiprocessing spawn target)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Ctrl+C reaches the whole process group: the server decides when its engines stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     started = time.monotonic()
     try:
         engine = _Engine(graph)
@@ -72,6 +75,7 @@ class _Active:
     streamer: object
     chunks: list[str] = field(default_factory=list)
     generated: int = 0
+    cancelled: bool = False
 
 
 class _Engine:
@@ -116,6 +120,10 @@ class _Engine:
                 self.pipe.step()
                 self.steps += 1
                 self._collect(events)
+                if not self.active:
+                    # The scheduler frees finished and cancelled requests' KV blocks (and updates
+                    # its metrics) at the start of a step: run one now, it costs nothing idle.
+                    self.pipe.step()
             if events:
                 conn.send_bytes(encoder.encode(Batch(events=events)))
             now = time.monotonic()
@@ -129,6 +137,7 @@ class _Engine:
         elif isinstance(command, Cancel):
             active = self.active.get(command.request_id)
             if active is not None:
+                active.cancelled = True
                 active.handle.cancel()
 
     def _submit(self, submit: Submit) -> EngineEvent:
@@ -218,7 +227,8 @@ class _Engine:
                     )
                     active.chunks.clear()
                 continue
-            if status in (genai.GenerationStatus.CANCEL, genai.GenerationStatus.STOP):
+            # A cancelled request reads back as IGNORED in this release: trust our own flag first.
+            if active.cancelled or status in (genai.GenerationStatus.CANCEL, genai.GenerationStatus.STOP):
                 finish_reason = "cancelled"
             elif status == genai.GenerationStatus.IGNORED:
                 finish_reason = "error"
@@ -231,7 +241,7 @@ class _Engine:
                     completion_tokens=active.generated,
                     text="".join(active.chunks),
                     error="the scheduler could not fit the request in the KV cache"
-                    if status == genai.GenerationStatus.IGNORED
+                    if finish_reason == "error"
                     else "",
                 )
             )

@@ -106,6 +106,8 @@ class ChatCompletionRequest(_Request):
     max_completion_tokens: MaxTokens | None = None
     max_tokens: MaxTokens | None = None
     n: Literal[1] = 1
+    ignore_eos: bool = False
+    """Extension (vLLM/OVMS): keep generating past the end-of-sequence token up to max_tokens."""
     seed: Seed | None = None
     stop: Stop | None = None
     stream: bool = False
@@ -122,6 +124,7 @@ class CompletionRequest(_Request):
     prompt: str | Annotated[list[str], Meta(min_length=1, max_length=64)]
     max_tokens: MaxTokens | None = 16
     n: Literal[1] = 1
+    ignore_eos: bool = False
     seed: Seed | None = None
     stop: Stop | None = None
     stream: bool = False

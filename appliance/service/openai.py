@@ -56,6 +56,7 @@ def _sampling(
     top_p: float | None,
     seed: int | None,
     stop: str | list[str] | None,
+    ignore_eos: bool,
 ) -> SamplingParams:
     limit = graph.limits.max_tokens_limit
     if max_tokens is not None and max_tokens > limit:
@@ -71,6 +72,7 @@ def _sampling(
         top_p=graph.defaults.top_p if top_p is None else top_p,
         seed=seed,
         stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
+        ignore_eos=ignore_eos,
     )
 
 
@@ -118,6 +120,7 @@ async def open_chat(engine: EngineClient, request: ChatCompletionRequest) -> Req
         top_p=request.top_p,
         seed=request.seed,
         stop=request.stop,
+        ignore_eos=request.ignore_eos,
     )
     return await engine.submit(ChatPrompt(messages=messages), params)
 
@@ -133,6 +136,7 @@ async def open_completion(engine: EngineClient, request: CompletionRequest) -> l
         top_p=request.top_p,
         seed=request.seed,
         stop=request.stop,
+        ignore_eos=request.ignore_eos,
     )
     opened: list[RequestStream] = []
     try:

@@ -1,0 +1,107 @@
+"""Shared fixtures: the demo models (built once, cached across runs) and a real server process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+# Built once and reused while current (the builder checks its own stamp): a fresh CI clone builds it.
+DEMO_CACHE = Path(os.environ.get("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
+
+
+@pytest.fixture(scope="session")
+def demo_root() -> Path:
+    """A directory with models/demo-chat and graphs/demo-chat.toml."""
+    from appliance.demo import build_demo
+
+    build_demo(DEMO_CACHE, ["demo-chat"], log=lambda line: print(line, file=sys.stderr))
+    return DEMO_CACHE
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.url}/health", timeout=5).json()
+
+    def model_status(self, name: str = "demo-chat") -> dict:
+        return self.health()["models"][name]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_server(graphs: Path, log_path: Path, *extra: str, wait: bool = True) -> RunningServer:
+    port = free_port()
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "appliance", "serve", "--graphs", str(graphs), "--port", str(port), *extra],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    server = RunningServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    if wait:
+        wait_ready(server)
+    return server
+
+
+def wait_ready(server: RunningServer, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server not ready after {timeout} s:\n{server.log()}")
+
+
+def stop_server(server: RunningServer) -> int:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            server.process.wait(30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait(5)
+    return server.process.returncode
+
+
+@pytest.fixture(scope="session")
+def server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """`appliance serve` on 127.0.0.1 with the demo graph, shared by the e2e tests."""
+    running = start_server(demo_root / "graphs", tmp_path_factory.mktemp("server") / "server.log")
+    yield running
+    stop_server(running)
+
+
+@pytest.fixture(scope="session")
+def openai_client(server: RunningServer):
+    import openai
+
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60)

@@ -1,0 +1,106 @@
+"""The engine behind the API: greedy parity with openvino_genai, concurrency, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import openai
+import pytest
+
+MODEL = "demo-chat"
+PROMPTS = ["Hello there", "What is a license?", "import os", "Write a poem about rivers", "The GNU project"]
+
+
+@pytest.fixture(scope="module")
+def reference_pipeline(demo_root):
+    import openvino_genai
+
+    model_dir = demo_root / "models" / MODEL
+    return openvino_genai.LLMPipeline(str(model_dir), "CPU", INFERENCE_PRECISION_HINT="f32")
+
+
+def test_greedy_parity_with_openvino_genai(openai_client: openai.OpenAI, reference_pipeline) -> None:
+    import openvino_genai
+
+    tokenizer = reference_pipeline.get_tokenizer()
+    for prompt in PROMPTS:
+        templated = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+        config = openvino_genai.GenerationConfig(max_new_tokens=24, do_sample=False, apply_chat_template=False)
+        expected = reference_pipeline.generate(templated, config)
+        served = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=24, temperature=0
+        )
+        assert served.choices[0].message.content == str(expected), prompt
+
+
+def _wait_idle(server, timeout: float = 5.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = server.model_status(MODEL)
+        if status["in_flight"] == 0 and status["running"] == 0:
+            return status
+        if time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+def test_16_concurrent_streams_complete_with_correct_outputs(server, openai_client: openai.OpenAI) -> None:
+    prompts = [f"{PROMPTS[i % len(PROMPTS)]} #{i}" for i in range(16)]
+    expected = [
+        openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=32, temperature=0
+        ).choices[0].message.content
+        for p in prompts
+    ]
+
+    async def stream_one(client: openai.AsyncOpenAI, prompt: str) -> str:
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=32, temperature=0, stream=True
+        )
+        return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+
+    async def run_all() -> list[str]:
+        async with openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+            return await asyncio.gather(*(stream_one(client, p) for p in prompts))
+
+    results = asyncio.run(run_all())
+    assert results == expected
+    assert len(set(results)) > 1
+    assert _wait_idle(server)["in_flight"] == 0
+
+
+def _long_request(stream: bool) -> dict:
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Go on forever"}],
+        "max_tokens": 1000,
+        "ignore_eos": True,
+        "stream": stream,
+    }
+
+
+def test_stream_disconnect_cancels_generation(server) -> None:
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=_long_request(True), timeout=30) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        next(lines)
+        assert server.model_status(MODEL)["running"] >= 0
+    status = _wait_idle(server, timeout=2.0)
+    assert status["in_flight"] == 0 and status["running"] == 0, status
+    assert status["kv_cache_usage"] == 0.0
+
+
+def test_non_stream_disconnect_cancels_generation(server) -> None:
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server.url}/v1/chat/completions", json=_long_request(False), timeout=0.3)
+    status = _wait_idle(server, timeout=2.0)
+    assert status["in_flight"] == 0 and status["running"] == 0, status
+
+
+def test_served_after_cancellations(openai_client: openai.OpenAI) -> None:
+    reply = openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "still there?"}], max_tokens=4
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")

@@ -1,0 +1,92 @@
+"""Graph files: valid ones load, every mistake names the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from appliance.config import load_graph, load_graphs
+from appliance.engine.devices import check_device
+from appliance.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str, name: str = "g.toml") -> Path:
+    (tmp_path / "model").mkdir(exist_ok=True)
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_minimal_graph_gets_defaults(tmp_path: Path) -> None:
+    graph = load_graph(write(tmp_path, 'name = "m"\nmodel_path = "model"\n'))
+    assert graph.device == "CPU"
+    assert graph.model_dir == (tmp_path / "model").resolve()
+    assert graph.scheduler.max_num_batched_tokens == 256
+    assert graph.limits.max_tokens_limit == 4096
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('name = "m"\nmodel_path = "model"\n[scheduler]\ncache_sise = 1\n', "cache_sise"),
+        ('name = "m"\nmodel_path = "model"\n[scheduler]\ncache_size = -1\n', "scheduler.cache_size"),
+        ('name = "m"\nmodel_path = "model"\ncolour = 1\n', "colour"),
+        ('model_path = "model"\n', "name"),
+        ('name = "m"\nmodel_path = "model"\ndevice = "TPU"\n', "device"),
+        ('name = "m"\nmodel_path = "missing"\n', "model_path"),
+        ('name = "m"\nmodel_path = "model"\npipeline = "XYZ"\n', "pipeline"),
+        ('name = "m"\nmodel_path = "model"\n[limits]\nmax_tokens_limit = "many"\n', "limits.max_tokens_limit"),
+        ('name = "m\nmodel_path = "model"\n', "not valid TOML"),
+    ],
+)
+def test_bad_graph_names_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_graph(path)
+    assert str(path) in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_duplicate_names_and_empty_dir(tmp_path: Path) -> None:
+    write(tmp_path, 'name = "m"\nmodel_path = "model"\n', "a.toml")
+    write(tmp_path, 'name = "m"\nmodel_path = "model"\n', "b.toml")
+    with pytest.raises(ConfigError, match="already served"):
+        load_graphs(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="no graph files"):
+        load_graphs(empty)
+
+
+def test_repository_graph_files_are_valid() -> None:
+    files = sorted((REPO / "graphs").glob("*.toml"))
+    assert files, "graphs/ must hold the demo graph files"
+    for path in files:
+        assert load_graph(path, check_paths=False).name == path.stem
+
+
+@pytest.mark.parametrize(
+    ("device", "present"),
+    [
+        ("CPU", True),
+        ("GPU", False),
+        ("NPU", False),
+        ("AUTO", True),
+        ("AUTO:GPU,CPU", True),
+        ("AUTO:GPU,NPU", False),
+        ("HETERO:GPU,CPU", False),
+        ("GPU.1", True),
+    ],
+)
+def test_device_presence(tmp_path: Path, device: str, present: bool) -> None:
+    graph = load_graph(write(tmp_path, f'name = "m"\nmodel_path = "model"\ndevice = "{device}"\n'))
+    available = ["CPU", "GPU.0", "GPU.1"] if device == "GPU.1" else ["CPU"]
+    if present:
+        check_device(graph, available)
+    else:
+        with pytest.raises(ConfigError) as info:
+            check_device(graph, available)
+        assert "g.toml" in str(info.value) and "does not have" in str(info.value)

@@ -1,0 +1,167 @@
+"""Tests of `appliance.demo`: builds demo-chat once (~10 s) and checks layout, graph and caching.
+
+demo-bench (~80 s to build) is deliberately not built here.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from appliance.demo import build_demo
+from appliance.demo import builder as demo_builder
+from appliance.demo.graph import render_graph
+from appliance.demo.recipes import RECIPES, DemoRecipe, GraphSpec, ModelRef
+from appliance.demo.store import STAMP_NAME, is_current, read_stamp
+
+MODEL_FILES = (
+    "openvino_model.xml",
+    "openvino_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_tokenizer.bin",
+    "openvino_detokenizer.xml",
+    "openvino_detokenizer.bin",
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], list[str]]:
+    """demo-chat built once into a fresh root; returns (root, graph paths, log lines)."""
+    root = tmp_path_factory.mktemp("demo-root")
+    lines: list[str] = []
+    graphs = build_demo(root, log=lines.append)
+    return root, graphs, lines
+
+
+def test_builds_demo_chat_files(built: tuple[Path, list[Path], list[str]]) -> None:
+    root, graphs, lines = built
+    model_dir = root / "models" / "demo-chat"
+    assert graphs == [root / "graphs" / "demo-chat.toml"]
+    for name in MODEL_FILES:
+        assert (model_dir / name).is_file(), name
+    assert (model_dir / STAMP_NAME).is_file()
+    # Only the finished model and the lock file: no staging directory left behind.
+    assert sorted(p.name for p in (root / "models").iterdir()) == [".demo-chat.lock", "demo-chat"]
+    assert any("exporting to OpenVINO IR (int8)" in line for line in lines)
+
+
+def test_model_config_stops_at_im_end(built: tuple[Path, list[Path], list[str]]) -> None:
+    model_dir = built[0] / "models" / "demo-chat"
+    tokenizer = json.loads((model_dir / "tokenizer.json").read_text())
+    ids = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    tok_config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    assert tok_config["eos_token"] == "<|im_end|>"
+    assert tok_config["model_max_length"] == 2048
+    for name in ("config.json", "generation_config.json"):
+        config = json.loads((model_dir / name).read_text())
+        assert config["eos_token_id"] == ids["<|im_end|>"]
+        assert config["bos_token_id"] == ids["<|begin_of_text|>"]
+        assert config["pad_token_id"] == ids["<|pad|>"]
+    config = json.loads((model_dir / "config.json").read_text())
+    assert (config["hidden_size"], config["num_hidden_layers"], config["max_position_embeddings"]) == (128, 2, 2048)
+    # The chat template travels inside the OpenVINO tokenizer, where openvino_genai reads it.
+    assert "<|im_start|>assistant" in (model_dir / "openvino_tokenizer.xml").read_text()
+
+
+def test_graph_toml(built: tuple[Path, list[Path], list[str]]) -> None:
+    root, (graph_path,), _ = built
+    text = graph_path.read_text()
+    assert text.startswith('# Served as "demo-chat": ')
+    graph = tomllib.loads(text)
+    assert graph["name"] == "demo-chat"
+    assert graph["model_path"] == "../models/demo-chat"
+    assert (graph_path.parent / graph["model_path"]).resolve() == (root / "models" / "demo-chat").resolve()
+    assert graph["device"] == "CPU"
+    assert graph["pipeline"] == "LM_CB"
+    assert graph["scheduler"] == {
+        "cache_size": 1,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 2048,
+        "dynamic_split_fuse": True,
+        "enable_prefix_caching": False,
+    }
+    assert graph["limits"] == {"max_tokens_limit": 1024}
+
+
+def test_rerun_is_a_noop(built: tuple[Path, list[Path], list[str]]) -> None:
+    root, graphs, _ = built
+    stamp = root / "models" / "demo-chat" / STAMP_NAME
+    before = (stamp.stat().st_mtime_ns, graphs[0].stat().st_mtime_ns)
+    lines: list[str] = []
+    assert build_demo(root, ["demo-chat"], log=lines.append) == graphs
+    assert (stamp.stat().st_mtime_ns, graphs[0].stat().st_mtime_ns) == before
+    assert lines == [f"demo-chat: up to date ({root / 'models' / 'demo-chat'})"]
+
+
+def test_stamp_matches_recipe_only(built: tuple[Path, list[Path], list[str]]) -> None:
+    model_dir = built[0] / "models" / "demo-chat"
+    recipe = RECIPES["demo-chat"]
+    fingerprint = recipe.fingerprint()
+    assert read_stamp(model_dir)["fingerprint"]["model"]["hidden_size"] == 128
+    assert is_current(model_dir, fingerprint, MODEL_FILES)
+    changed = dict(fingerprint, model={**fingerprint["model"], "seed": 1})
+    assert not is_current(model_dir, changed, MODEL_FILES)
+    assert not is_current(model_dir, fingerprint, [*MODEL_FILES, "missing.bin"])
+
+
+def test_failed_rebuild_keeps_previous_model(
+    built: tuple[Path, list[Path], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = built[0]
+    models = root / "models"
+    stamp = models / "demo-chat" / STAMP_NAME
+    before = stamp.read_bytes(), stamp.stat().st_mtime_ns
+
+    def half_build(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: object) -> None:
+        (out_dir / "openvino_model.xml").write_text("<half/>")
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(demo_builder, "build_model", half_build)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        build_demo(root, force=True, log=lambda line: None)
+    assert (stamp.read_bytes(), stamp.stat().st_mtime_ns) == before
+    assert "<half/>" not in (models / "demo-chat" / "openvino_model.xml").read_text()
+    assert sorted(p.name for p in models.iterdir()) == [".demo-chat.lock", "demo-chat"]
+
+
+def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="demo-chat") as info:
+        build_demo(tmp_path, ["demo-chat", "no-such-demo"])
+    assert "no-such-demo" in str(info.value) and "demo-bench" in str(info.value)
+    assert not (tmp_path / "models" / "demo-chat").exists()
+
+
+def test_demo_bench_graph_renders() -> None:
+    graph = tomllib.loads(render_graph(RECIPES["demo-bench"], Path("/r/graphs"), Path("/r/models")))
+    assert graph["model_path"] == "../models/demo-bench"
+    assert graph["scheduler"]["cache_size"] == 2
+    assert graph["scheduler"]["max_num_batched_tokens"] == 256
+    assert graph["limits"]["max_tokens_limit"] == 2048
+
+
+def test_graph_can_reference_other_demos() -> None:
+    # The hook later recipes (demo-spec's draft, demo-lookup over demo-chat's model) rely on.
+    recipe = DemoRecipe(
+        name="demo-x",
+        graph=GraphSpec(
+            description="test",
+            cache_size=1,
+            max_num_seqs=4,
+            max_num_batched_tokens=64,
+            max_tokens_limit=16,
+            serves="demo-chat",
+            extra={"draft_model_path": ModelRef("demo-draft"), "prompt_lookup": True},
+        ),
+    )
+    assert recipe.requires() == ("demo-chat", "demo-draft")
+    graph = tomllib.loads(render_graph(recipe, Path("/r/graphs"), Path("/r/models")))
+    assert graph["model_path"] == "../models/demo-chat"
+    assert graph["draft_model_path"] == "../models/demo-draft"
+    assert graph["prompt_lookup"] is True
