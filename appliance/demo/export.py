@@ -1,7 +1,7 @@
 """Build a demo model's files: train a tokenizer, make random weights, export to OpenVINO IR.
 
-Everything here imports torch / transformers / optimum-intel, which take seconds to load and are
-only installed with the `export` extra, so those imports stay inside the functions.
+torch / transformers / optimum-intel take seconds to load and are only installed with the `export`
+extra, so they are imported inside the functions that use them, never at module import.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
             _build_causal_lm(recipe.name, recipe.tokenizer, recipe.model, out_dir, scratch_dir, log)
         else:  # pragma: no cover - a new ModelSpec kind without its branch here
             raise TypeError(f"no builder for {type(recipe.model).__name__}")
-    _verify_causal_lm(recipe.name, out_dir, recipe.model.weight_format)
 
 
 def _build_causal_lm(
@@ -81,6 +80,7 @@ def _build_causal_lm(
 
     log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
     export_causal_lm(hf_dir, out_dir, tokenizer, spec.weight_format)
+    _verify_causal_lm(name, out_dir, spec.weight_format)
 
 
 # --- tokenizer ----------------------------------------------------------------------------------

@@ -123,6 +123,8 @@ class GraphSpec:
     serves: str | None = None
     # Extra top-level keys after `pipeline`, e.g. {"draft_model_path": ModelRef("demo-spec")}.
     extra: Mapping[str, TomlScalar] = field(default_factory=dict)
+    # The `[plugin_config]` table: OpenVINO properties for the device.
+    plugin_config: Mapping[str, TomlScalar] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,9 @@ RECIPES: dict[str, DemoRecipe] = {
                 max_num_seqs=64,
                 max_num_batched_tokens=2048,
                 max_tokens_limit=1024,
+                # Random weights give near-tied logits: bf16 (the CPU default) makes greedy output
+                # depend on the batch; f32 keeps it deterministic and equal to a plain pipeline's.
+                plugin_config={"INFERENCE_PRECISION_HINT": "f32"},
             ),
         ),
         DemoRecipe(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -67,7 +68,10 @@ def test_model_config_stops_at_im_end(built: tuple[Path, list[Path], list[str]])
     config = json.loads((model_dir / "config.json").read_text())
     assert (config["hidden_size"], config["num_hidden_layers"], config["max_position_embeddings"]) == (128, 2, 2048)
     # The chat template travels inside the OpenVINO tokenizer, where openvino_genai reads it.
-    assert "<|im_start|>assistant" in (model_dir / "openvino_tokenizer.xml").read_text()
+    rt_info = ElementTree.parse(model_dir / "openvino_tokenizer.xml").getroot().find("rt_info")
+    assert rt_info is not None
+    assert "<|im_start|>assistant" in rt_info.find("chat_template").get("value")
+    assert rt_info.find("eos_token_id").get("value") == str(ids["<|im_end|>"])
 
 
 def test_graph_toml(built: tuple[Path, list[Path], list[str]]) -> None:
