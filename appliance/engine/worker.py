@@ -19,6 +19,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from appliance.config import Graph
+from appliance.engine.generation import generation_config
+from appliance.engine.pipelines import load_pipeline
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -84,16 +86,7 @@ class _Engine:
 
         self._genai = genai
         self.graph = graph
-        scheduler = genai.SchedulerConfig()
-        settings = graph.scheduler
-        scheduler.cache_size = settings.cache_size
-        scheduler.max_num_seqs = settings.max_num_seqs
-        scheduler.max_num_batched_tokens = settings.max_num_batched_tokens
-        scheduler.dynamic_split_fuse = settings.dynamic_split_fuse
-        scheduler.enable_prefix_caching = settings.enable_prefix_caching
-        self.pipe = genai.ContinuousBatchingPipeline(
-            str(graph.model_dir), scheduler, graph.device, dict(graph.plugin_config)
-        )
+        self.pipe = load_pipeline(graph)
         self.tokenizer = self.pipe.get_tokenizer()
         self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
         self.eos_token_id = self.tokenizer.get_eos_token_id()
@@ -175,7 +168,7 @@ class _Engine:
                 code="context_length_exceeded",
                 param="messages" if isinstance(submit.prompt, ChatPrompt) else "prompt",
             )
-        config = self._generation_config(params, max_new_tokens)
+        config = generation_config(params, max_new_tokens, eos_token_id=self.eos_token_id)
         handle = self.pipe.add_request(submit.request_id, input_ids, config)
         active = _Active(handle=handle, prompt_tokens=prompt_tokens, streamer=None)
         # TextStreamer holds back bytes of an incomplete UTF-8 sequence (per-token decode gives U+FFFD).
@@ -185,24 +178,6 @@ class _Engine:
         )
         self.active[submit.request_id] = active
         return Accepted(request_id=submit.request_id, prompt_tokens=prompt_tokens)
-
-    def _generation_config(self, params, max_new_tokens: int):
-        config = self._genai.GenerationConfig()
-        config.max_new_tokens = max_new_tokens
-        config.eos_token_id = self.eos_token_id
-        config.ignore_eos = params.ignore_eos
-        if params.stop:
-            config.stop_strings = set(params.stop)
-            config.include_stop_str_in_output = False
-        if params.temperature > 0:
-            config.do_sample = True
-            config.temperature = params.temperature
-            config.top_p = params.top_p
-            if params.seed is not None:
-                config.rng_seed = params.seed % 2**64
-        else:
-            config.do_sample = False
-        return config
 
     def _collect(self, events: list[EngineEvent]) -> None:
         genai = self._genai

@@ -122,3 +122,26 @@ def test_missing_device_fails_startup(own_server, demo_root, tmp_path) -> None:
     assert server.process.wait(60) == 2
     log = server.log()
     assert "gpu.toml" in log and "GPU" in log and "does not have" in log
+
+
+def test_check_command(demo_root, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    ok = subprocess.run(
+        [sys.executable, "-m", "appliance", "check", "--graphs", str(demo_root / "graphs")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "demo-chat" in ok.stdout and ok.stdout.startswith("ok")
+    (tmp_path / "bad.toml").write_text('name = "x"\nmodel_path = "nowhere"\n')
+    bad = subprocess.run(
+        [sys.executable, "-m", "appliance", "check", "--graphs", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert "bad.toml" in bad.stderr and "model_path" in bad.stderr

@@ -1,0 +1,27 @@
+"""Build a graph's OpenVINO GenAI pipeline (runs in the engine process)."""
+
+from __future__ import annotations
+
+import openvino_genai
+
+from appliance.config import Graph
+
+__all__ = ["load_pipeline"]
+
+
+def scheduler_config(graph: Graph) -> openvino_genai.SchedulerConfig:
+    settings = graph.scheduler
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.cache_size = settings.cache_size
+    scheduler.max_num_seqs = settings.max_num_seqs
+    scheduler.max_num_batched_tokens = settings.max_num_batched_tokens
+    scheduler.dynamic_split_fuse = settings.dynamic_split_fuse
+    scheduler.enable_prefix_caching = settings.enable_prefix_caching
+    return scheduler
+
+
+def load_pipeline(graph: Graph) -> openvino_genai.ContinuousBatchingPipeline:
+    """The continuous-batching pipeline the graph describes (compiles the model: seconds to minutes)."""
+    return openvino_genai.ContinuousBatchingPipeline(
+        str(graph.model_dir), scheduler_config(graph), graph.device, dict(graph.plugin_config)
+    )
