@@ -32,6 +32,13 @@ def _parser() -> argparse.ArgumentParser:
         help="largest request body accepted, larger ones get 413 (default 32 MiB)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on SIGTERM, how long in-flight requests may take to finish (default 30)",
+    )
 
     check = commands.add_parser("check", help="validate graph files, models and devices without serving")
     check.add_argument("--graphs", type=Path, required=True, metavar="DIR")
@@ -64,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 port=args.port,
                 max_body_size=args.max_body_size,
                 log_level=args.log_level,
+                drain_seconds=args.drain_seconds,
             )
         if args.command == "check":
             from appliance.server import prepare

@@ -12,7 +12,9 @@ from appliance.config import Graph, load_graphs
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
+from appliance.sdnotify import Notifier
 from appliance.service.registry import ModelRegistry
+from appliance.supervisor import NotifyingServer, supervise
 
 __all__ = ["prepare", "serve"]
 
@@ -34,11 +36,19 @@ def prepare(graphs_dir: Path) -> list[Graph]:
     return graphs
 
 
-def serve(graphs_dir: Path, *, host: str, port: int, max_body_size: int, log_level: str) -> int:
+def serve(
+    graphs_dir: Path,
+    *,
+    host: str,
+    port: int,
+    max_body_size: int,
+    log_level: str,
+    drain_seconds: float = 30.0,
+) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
     graphs = prepare(graphs_dir)
     fatal: list[str] = []
-    server: uvicorn.Server | None = None
+    server: NotifyingServer | None = None
 
     def on_fatal(message: str) -> None:
         # A model that cannot load at start-up stops the server: better a clear failure that
@@ -48,17 +58,20 @@ def serve(graphs_dir: Path, *, host: str, port: int, max_body_size: int, log_lev
             server.should_exit = True
 
     engines = [EngineClient(graph, on_fatal=on_fatal) for graph in graphs]
-    app = create_app(ModelRegistry(engines), max_body_size=max_body_size)
+    registry = ModelRegistry(engines)
+    app = create_app(
+        registry, max_body_size=max_body_size, background=lambda: supervise(server, registry)
+    )
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
         access_log=False,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=drain_seconds,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+    server = NotifyingServer(config, Notifier())
     log.info("serving %s on http://%s:%d", ", ".join(g.name for g in graphs), host, port)
     server.run()
     for message in fatal:

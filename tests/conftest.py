@@ -53,13 +53,16 @@ class RunningServer:
         return self.log_path.read_text(errors="replace")
 
 
-def start_server(graphs: Path, log_path: Path, *extra: str, wait: bool = True) -> RunningServer:
+def start_server(
+    graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
+) -> RunningServer:
     port = free_port()
     log_file = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "appliance", "serve", "--graphs", str(graphs), "--port", str(port), *extra],
         stdout=log_file,
         stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
     )
     server = RunningServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
     if wait:

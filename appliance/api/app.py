@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 from contextlib import asynccontextmanager
 
 from litestar import Litestar
@@ -26,9 +28,11 @@ def create_app(
     *,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     start_engines: bool = True,
+    background: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
-    (the server listens while they load; /health answers 503 until all are ready)."""
+    (the server listens while they load; /health answers 503 until all are ready). `background`
+    runs for the app's lifetime (e.g. the systemd supervisor)."""
     monitor = LoopMonitor()
 
     @asynccontextmanager
@@ -37,9 +41,12 @@ def create_app(
         if start_engines:
             for engine in models:
                 engine.start()
+        task = asyncio.get_running_loop().create_task(background()) if background else None
         try:
             yield
         finally:
+            if task is not None:
+                task.cancel()
             monitor.stop()
             if start_engines:
                 for engine in models:

@@ -98,6 +98,8 @@ class EngineClient:
         self._restarts = 0
         self._restart_task: asyncio.Task[None] | None = None
         self._ever_ready = False
+        self.last_heard = time.monotonic()
+        """When the engine process last sent anything (monotonic seconds): a hang detector."""
 
     @property
     def name(self) -> str:
@@ -199,6 +201,7 @@ class EngineClient:
 
     def _on_readable(self) -> None:
         conn = self._conn
+        self.last_heard = time.monotonic()
         try:
             while conn is not None and conn.poll():
                 self._dispatch(decode_from_engine(conn.recv_bytes()))

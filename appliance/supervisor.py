@@ -1,0 +1,77 @@
+"""Tells systemd how the server is doing: READY once it listens and every model is loaded,
+STATUS lines, EXTEND_TIMEOUT while models compile, and WATCHDOG pings tied to engine health."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+import uvicorn
+
+from appliance.sdnotify import Notifier
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["NotifyingServer", "supervise"]
+
+log = logging.getLogger("appliance.server")
+
+# While models load, ask systemd for this much more start-up time at every check (a large model
+# can compile for minutes on a GPU; each extension only holds while we keep making progress).
+_LOAD_EXTENSION_S = 30.0
+# An engine that has said nothing for this long while it has work is hung, not busy.
+ENGINE_SILENCE_LIMIT_S = 60.0
+
+
+class NotifyingServer(uvicorn.Server):
+    """uvicorn's server that says STOPPING=1 the moment a stop is asked for."""
+
+    def __init__(self, config: uvicorn.Config, notifier: Notifier) -> None:
+        super().__init__(config)
+        self.notifier = notifier
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        if not self.should_exit:
+            self.notifier.stopping()
+            log.info("stopping: no new connections; in-flight requests may finish")
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises captured signals once it has shut down, so the process would die by
+        # SIGTERM; a drained, orderly stop should exit 0 instead.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list) and sig == signal.SIGTERM and sig in captured:
+            captured.remove(sig)
+
+
+def engines_healthy(models: ModelRegistry) -> bool:
+    """False when an engine failed for good, or has in-flight work and went silent (hung)."""
+    now = time.monotonic()
+    for engine in models:
+        if engine.state == "failed":
+            return False
+        if engine.state == "ready" and engine.in_flight and now - engine.last_heard > ENGINE_SILENCE_LIMIT_S:
+            return False
+    return True
+
+
+async def supervise(server: NotifyingServer, models: ModelRegistry) -> None:
+    """Runs for the server's lifetime (started by the app's lifespan)."""
+    notifier = server.notifier
+    notifier.status(f"loading {len(models)} model(s)")
+    while not (server.started and models.all_ready):
+        notifier.extend_timeout(_LOAD_EXTENSION_S)
+        await asyncio.sleep(0.2)
+    names = ", ".join(engine.name for engine in models)
+    notifier.ready(f"serving {names}")
+    log.info("ready: serving %s", names)
+    interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else 5.0
+    last_status = ""
+    while True:
+        if notifier.watchdog_seconds and engines_healthy(models):
+            notifier.watchdog()
+        states = [f"{engine.name} {engine.state}" for engine in models if engine.state != "ready"]
+        status = f"serving {names}" if not states else "degraded: " + ", ".join(states)
+        if status != last_status:
+            notifier.status(status)
+            last_status = status
+        await asyncio.sleep(interval)
