@@ -9,6 +9,7 @@ from pathlib import Path
 
 from appliance import __version__
 from appliance.errors import ConfigError
+from appliance.settings import DEFAULT_CONFIG, load_settings
 
 __all__ = ["main"]
 
@@ -20,24 +21,45 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"appliance {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve every graph file in a directory")
-    serve.add_argument("--graphs", type=Path, required=True, metavar="DIR", help="directory of graph files (*.toml)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve = commands.add_parser(
+        "serve",
+        help="serve every graph file in a directory",
+        description="Serve every graph file in a directory. Each setting can also come from "
+        "APPLIANCE_<NAME> environment variables or a TOML settings file (flags win).",
+    )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"TOML settings file (default {DEFAULT_CONFIG} when it exists)",
+    )
+    serve.add_argument("--graphs", metavar="DIR", help="directory of graph files (*.toml)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 8000)")
     serve.add_argument(
         "--max-body-size",
         type=int,
-        default=32 * 1024 * 1024,
         metavar="BYTES",
         help="largest request body accepted, larger ones get 413 (default 32 MiB)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="default info")
     serve.add_argument(
         "--drain-seconds",
         type=float,
-        default=30.0,
         metavar="S",
         help="on SIGTERM, how long in-flight requests may take to finish (default 30)",
+    )
+    serve.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="require 'Authorization: Bearer <key>' with a key from FILE (one per line); default: "
+        "$CREDENTIALS_DIRECTORY/api-keys under systemd, else no keys",
+    )
+    serve.add_argument(
+        "--metrics-open",
+        action="store_true",
+        default=None,
+        help="serve /metrics without an API key",
     )
 
     check = commands.add_parser("check", help="validate graph files, models and devices without serving")
@@ -57,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, getattr(args, "log_level", "info").upper()),
+        level=getattr(logging, (getattr(args, "log_level", None) or "info").upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stdout,
     )
@@ -65,14 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from appliance.server import serve
 
-            return serve(
-                args.graphs,
-                host=args.host,
-                port=args.port,
-                max_body_size=args.max_body_size,
-                log_level=args.log_level,
-                drain_seconds=args.drain_seconds,
-            )
+            flags = {name: value for name, value in vars(args).items() if name not in ("command", "config")}
+            return serve(load_settings(flags, config=args.config))
         if args.command == "check":
             from appliance.server import prepare
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import uvicorn
 
 from appliance.api.app import create_app
+from appliance.api.gate import Gate
 from appliance.config import Graph, load_graphs
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
+from appliance.metrics import Metrics
 from appliance.sdnotify import Notifier
+from appliance.settings import Settings
 from appliance.service.registry import ModelRegistry
 from appliance.supervisor import NotifyingServer, supervise
 
@@ -36,17 +40,10 @@ def prepare(graphs_dir: Path) -> list[Graph]:
     return graphs
 
 
-def serve(
-    graphs_dir: Path,
-    *,
-    host: str,
-    port: int,
-    max_body_size: int,
-    log_level: str,
-    drain_seconds: float = 30.0,
-) -> int:
+def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
-    graphs = prepare(graphs_dir)
+    graphs = prepare(Path(settings.graphs))
+    api_keys = load_api_keys(settings.api_key_file)
     fatal: list[str] = []
     server: NotifyingServer | None = None
 
@@ -57,23 +54,53 @@ def serve(
         if server is not None:
             server.should_exit = True
 
-    engines = [EngineClient(graph, on_fatal=on_fatal) for graph in graphs]
+    metrics = Metrics()
+    engines = [EngineClient(graph, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
     registry = ModelRegistry(engines)
     app = create_app(
-        registry, max_body_size=max_body_size, background=lambda: supervise(server, registry)
+        registry,
+        max_body_size=settings.max_body_size,
+        metrics=metrics,
+        background=lambda: supervise(server, registry),
     )
+    open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
+    gated = Gate(app, metrics=metrics, api_keys=api_keys, open_paths=open_paths)
     config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
+        gated,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
         access_log=False,
-        timeout_graceful_shutdown=drain_seconds,
+        timeout_graceful_shutdown=settings.drain_seconds,
         lifespan="on",
     )
     server = NotifyingServer(config, Notifier())
-    log.info("serving %s on http://%s:%d", ", ".join(g.name for g in graphs), host, port)
+    log.info(
+        "serving %s on http://%s:%d (API keys: %s)",
+        ", ".join(g.name for g in graphs),
+        settings.host,
+        settings.port,
+        f"{len(api_keys)} configured" if api_keys else "none, open to every client",
+    )
     server.run()
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0
+
+
+def load_api_keys(path: str) -> list[str]:
+    """Keys from `path`, or from systemd's credential `api-keys` when no path is set."""
+    if not path:
+        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+        candidate = Path(credentials) / "api-keys" if credentials else None
+        if candidate is None or not candidate.is_file():
+            return []
+        path = str(candidate)
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read API key file: {exc.strerror}") from exc
+    keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    if not keys:
+        raise ConfigError(f"{path}: the API key file holds no keys")
+    return keys

@@ -14,6 +14,7 @@ from litestar.di import Provide
 from appliance.api import openai_routes, ops_routes
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.metrics import Metrics
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["create_app"]
@@ -29,11 +30,13 @@ def create_app(
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     start_engines: bool = True,
     background: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    metrics: Metrics | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor)."""
-    monitor = LoopMonitor()
+    metrics = metrics or Metrics()
+    monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -60,6 +63,7 @@ def create_app(
         dependencies={
             "models": Provide(provide(models), sync_to_thread=False),
             "loop_monitor": Provide(provide(monitor), sync_to_thread=False),
+            "metrics": Provide(provide(metrics), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

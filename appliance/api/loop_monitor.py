@@ -9,13 +9,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 
 __all__ = ["LoopMonitor"]
 
 
 class LoopMonitor:
-    def __init__(self, interval: float = 0.01, keep_seconds: float = 600.0) -> None:
+    def __init__(
+        self,
+        interval: float = 0.01,
+        keep_seconds: float = 600.0,
+        on_sample: Callable[[float], None] | None = None,
+    ) -> None:
         self.interval = interval
+        self._on_sample = on_sample
         self._samples: deque[tuple[float, float]] = deque(maxlen=int(keep_seconds / interval))
         self._task: asyncio.Task[None] | None = None
 
@@ -32,6 +39,8 @@ class LoopMonitor:
             await asyncio.sleep(self.interval)
             lag = max(0.0, time.perf_counter() - expected)
             self._samples.append((time.time(), lag * 1000.0))
+            if self._on_sample is not None:
+                self._on_sample(lag)
 
     def summary(self, since: float = 0.0) -> dict[str, float]:
         """Lag percentiles in milliseconds over the samples taken after `since` (Unix seconds)."""

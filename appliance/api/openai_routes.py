@@ -12,6 +12,7 @@ from litestar.response import Stream
 
 from appliance.api.decoding import decode_body
 from appliance.api.errors import ClientDisconnected
+from appliance.api.gate import RequestRecord, current_record
 from appliance.api.sse import HEADERS, event_stream
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
 from appliance.service import openai as service
@@ -43,6 +44,14 @@ async def _disconnect(request: Request) -> None:
         pass
 
 
+def _record(model: str, user: str | None) -> RequestRecord | None:
+    """The access-log record of this request (None when served without the gate, e.g. in tests)."""
+    record = current_record.get()
+    if record is not None:
+        record.model, record.user = model, user
+    return record
+
+
 def _json(payload: object) -> Response:
     return Response(payload, status_code=200, media_type="application/json")
 
@@ -50,8 +59,11 @@ def _json(payload: object) -> Response:
 @post(["/v1/chat/completions", "/v3/chat/completions"], status_code=200)
 async def chat_completions(request: Request, models: ModelRegistry) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
+    record = _record(body.model, body.user)
     engine = models.get(body.model)
     stream = await _unless_disconnected(request, service.open_chat(engine, body))
+    if record:
+        record.streams = [stream]
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = service.chat_completion_chunks(body.model, stream, include_usage=include_usage)
@@ -62,8 +74,11 @@ async def chat_completions(request: Request, models: ModelRegistry) -> Response:
 @post(["/v1/completions", "/v3/completions"], status_code=200)
 async def completions(request: Request, models: ModelRegistry) -> Response:
     body = decode_body(await request.body(), CompletionRequest)
+    record = _record(body.model, body.user)
     engine = models.get(body.model)
     streams = await _unless_disconnected(request, service.open_completion(engine, body))
+    if record:
+        record.streams = streams
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = service.completion_chunks(body.model, streams, include_usage=include_usage)

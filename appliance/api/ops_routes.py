@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Response, get
 
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["routes"]
@@ -49,4 +50,10 @@ async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float =
     return {"models": _model_status(models), "event_loop_lag_ms": loop_monitor.summary(since)}
 
 
-routes = [health, live, stats]
+@get("/metrics", cache=False)
+async def metrics(metrics: Metrics) -> Response:
+    """Prometheus text exposition."""
+    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+routes = [health, live, stats, metrics]

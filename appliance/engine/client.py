@@ -40,6 +40,7 @@ from appliance.engine.messages import (
     decode_from_engine,
     encoder,
 )
+from appliance.metrics import Metrics
 from appliance.errors import ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
 
 __all__ = ["EngineClient", "RequestStream"]
@@ -60,6 +61,13 @@ class RequestStream:
         self.prompt_tokens = prompt_tokens
         self._events: asyncio.Queue[Delta | Finished] = asyncio.Queue()
         self.done = False
+        # Timings and totals, for metrics and the request log.
+        self.submitted_at = time.monotonic()
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.tokens_seen = 0
+        self.completion_tokens = 0
+        self.finish_reason: str | None = None
 
     def __aiter__(self) -> AsyncIterator[Delta | Finished]:
         return self._iterate()
@@ -81,8 +89,15 @@ class RequestStream:
 class EngineClient:
     """One model's engine process, seen from the server's event loop."""
 
-    def __init__(self, graph: Graph, *, on_fatal: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        on_fatal: Callable[[str], None] | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.graph = graph
+        self._metrics = metrics
         self.state: State = "stopped"
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
@@ -194,7 +209,11 @@ class EngineClient:
         return stream
 
     def _cancel(self, request_id: int) -> None:
-        if self._streams.pop(request_id, None) is not None:
+        stream = self._streams.pop(request_id, None)
+        if stream is not None:
+            stream.finish_reason = "cancelled"
+            if self._metrics:
+                self._metrics.requests.labels(self.name, "cancelled").inc()
             self._outbox.put(encoder.encode(Cancel(request_id=request_id)))
 
     # -- frames from the engine -------------------------------------------------------------
@@ -214,12 +233,14 @@ class EngineClient:
                 self._deliver(event)
         elif isinstance(message, Stats):
             self.stats = message
+            self._update_gauges()
         elif isinstance(message, Ready):
             self.max_context = message.max_context
             self.state = "ready"
             self._ever_ready = True
             self._restarts = 0
             self._ready.set()
+            self._update_gauges()
             log.info("engine %s: ready in %.1f s (context %d tokens)", self.name, message.load_seconds, message.max_context)
         elif isinstance(message, LoadFailed):
             self.load_error = message.message
@@ -242,7 +263,46 @@ class EngineClient:
             return
         if isinstance(event, Finished):
             del self._streams[request_id]
+        self._observe(stream, event)
         stream._events.put_nowait(event)
+
+    def _observe(self, stream: RequestStream, event: Delta | Finished) -> None:
+        now = time.monotonic()
+        tokens = event.tokens if isinstance(event, Delta) else event.completion_tokens
+        new_tokens = tokens - stream.tokens_seen
+        metrics, model = self._metrics, self.name
+        if new_tokens > 0:
+            if stream.first_token_at is None:
+                stream.first_token_at = now
+                if metrics:
+                    metrics.time_to_first_token.labels(model).observe(now - stream.submitted_at)
+            elif metrics and stream.last_token_at is not None:
+                gap = (now - stream.last_token_at) / new_tokens
+                for _ in range(new_tokens):
+                    metrics.inter_token_latency.labels(model).observe(gap)
+            stream.last_token_at = now
+            stream.tokens_seen = tokens
+        if isinstance(event, Finished):
+            stream.completion_tokens = event.completion_tokens
+            stream.finish_reason = event.finish_reason
+            if metrics:
+                metrics.requests.labels(model, event.finish_reason).inc()
+                metrics.prompt_tokens.labels(model).inc(event.prompt_tokens)
+                metrics.generation_tokens.labels(model).inc(event.completion_tokens)
+                metrics.e2e_latency.labels(model).observe(now - stream.submitted_at)
+                if event.completion_tokens > 1 and stream.first_token_at is not None:
+                    metrics.time_per_output_token.labels(model).observe(
+                        (now - stream.first_token_at) / (event.completion_tokens - 1)
+                    )
+
+    def _update_gauges(self) -> None:
+        if self._metrics:
+            model, stats = self.name, self.stats
+            self._metrics.running.labels(model).set(stats.running - stats.waiting)
+            self._metrics.waiting.labels(model).set(stats.waiting)
+            self._metrics.kv_cache_usage.labels(model).set(stats.kv_cache_usage)
+            self._metrics.in_flight.labels(model).set(self.in_flight)
+            self._metrics.model_ready.labels(model).set(1 if self.state == "ready" else 0)
 
     # -- failure and restart ----------------------------------------------------------------
 
@@ -277,6 +337,7 @@ class EngineClient:
         self._process = None
         self._ready.clear()
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
+        self._update_gauges()
         if self.state == "stopped":
             return
         if not self._ever_ready:
@@ -292,6 +353,9 @@ class EngineClient:
         log.error("engine %s: process died (exit code %s); restarting", self.name, exit_code)
         self._fail_all(EngineFailure(f"The engine of model '{self.name}' failed; the request was lost."))
         self.state = "restarting"
+        if self._metrics:
+            self._metrics.engine_restarts.labels(self.name).inc()
+            self._metrics.model_ready.labels(self.name).set(0)
         delay = _RESTART_DELAYS_S[min(self._restarts, len(_RESTART_DELAYS_S) - 1)]
         self._restarts += 1
         self._restart_task = self._loop.create_task(self._restart_after(delay))

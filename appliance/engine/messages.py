@@ -127,6 +127,8 @@ class Stats(msgspec.Struct, frozen=True, tag="stats"):
     kv_cache_usage: float
     """Fraction of the KV cache in use, 0..1."""
     steps: int
+    waiting: int = 0
+    """Of `running`, those the scheduler did not schedule in the last step."""
 
 
 FromEngine = Batch | Ready | LoadFailed | Stats

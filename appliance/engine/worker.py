@@ -77,6 +77,7 @@ class _Active:
     streamer: object
     chunks: list[str] = field(default_factory=list)
     generated: int = 0
+    reported: int = 0
     cancelled: bool = False
 
 
@@ -196,11 +197,14 @@ class _Engine:
                         finish_reason = "stop"
             status = handle.get_status()
             if status == genai.GenerationStatus.RUNNING and finish_reason is None:
-                if active.chunks:
+                # A Delta per step with new tokens, even when the detokenizer holds their text back
+                # (incomplete UTF-8): token counts and timings stay exact.
+                if active.chunks or active.generated > active.reported:
                     events.append(
                         Delta(request_id=request_id, text="".join(active.chunks), tokens=active.generated)
                     )
                     active.chunks.clear()
+                    active.reported = active.generated
                 continue
             # A cancelled request reads back as IGNORED in this release: trust our own flag first.
             if active.cancelled or status in (genai.GenerationStatus.CANCEL, genai.GenerationStatus.STOP):
@@ -228,7 +232,10 @@ class _Engine:
     def _stats(self) -> Stats:
         metrics = self.pipe.get_metrics()
         return Stats(
-            running=len(self.active), kv_cache_usage=float(metrics.cache_usage) / 100.0, steps=self.steps
+            running=len(self.active),
+            kv_cache_usage=float(metrics.cache_usage) / 100.0,
+            steps=self.steps,
+            waiting=max(0, int(metrics.requests) - int(metrics.scheduled_requests)),
         )
 
 

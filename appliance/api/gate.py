@@ -1,0 +1,166 @@
+"""The outermost ASGI layer: API-key check, per-request metrics and one log line per request.
+
+It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
+know (model, user, the engine streams) to the current `RequestRecord`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.metrics import Metrics
+
+__all__ = ["Gate", "RequestRecord", "current_record"]
+
+access_log = logging.getLogger("appliance.access")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Route labels for metrics: known routes by template, everything else as one label (a scanner
+# probing random paths must not create unbounded label values).
+_ROUTES = (
+    "/v1/chat/completions", "/v3/chat/completions", "/v1/completions", "/v3/completions",
+    "/v1/models", "/v3/models", "/health", "/health/live", "/stats", "/metrics",
+)
+
+
+@dataclass
+class RequestRecord:
+    """What the access log says about one request; handlers fill in model, user and streams."""
+
+    request_id: str
+    model: str | None = None
+    user: str | None = None
+    streams: Sequence[Any] = field(default_factory=tuple)
+
+
+current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
+
+
+def _route_label(path: str) -> str:
+    if path in _ROUTES:
+        return path
+    for prefix in ("/v1/models/", "/v3/models/"):
+        if path.startswith(prefix):
+            return prefix + "{model}"
+    return "other"
+
+
+class Gate:
+    """ASGI middleware: authentication, metrics and access logging around `app`."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics | None = None,
+        api_keys: Sequence[str] = (),
+        open_paths: Sequence[str] = ("/health", "/health/live"),
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._keys = [key.encode() for key in api_keys]
+        self._open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        record = RequestRecord(request_id=uuid.uuid4().hex[:16])
+        token = current_record.set(record)
+        status = 0
+
+        async def send_wrapper(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", record.request_id.encode())]
+            await send(message)
+
+        try:
+            if self._keys and scope["path"] not in self._open_paths and not self._authorized(scope):
+                await _unauthorized(send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
+        finally:
+            current_record.reset(token)
+            self._finish(scope, record, status, time.monotonic() - started)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        scheme, _, credential = header.partition(b" ")
+        # The scheme is case-insensitive (RFC 7235); the key itself is compared exactly, in
+        # constant time against every configured key.
+        if scheme.lower() != b"bearer" or not credential:
+            return False
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(credential.strip(), key)
+        return matched
+
+    def _finish(self, scope: Scope, record: RequestRecord, status: int, seconds: float) -> None:
+        path = scope["path"]
+        if self.metrics:
+            self.metrics.http_requests.labels(_route_label(path), scope["method"], str(status or 499)).inc()
+        if path in ("/health", "/health/live", "/metrics"):
+            return  # probes every few seconds would drown the log
+        streams = record.streams
+        line: dict[str, Any] = {
+            "event": "request",
+            "id": record.request_id,
+            "method": scope["method"],
+            "path": path,
+            "status": status or 499,
+            "latency_ms": round(seconds * 1000, 1),
+        }
+        if record.model:
+            line["model"] = record.model
+        if streams:
+            line["prompt_tokens"] = sum(s.prompt_tokens for s in streams)
+            line["completion_tokens"] = sum(s.completion_tokens or s.tokens_seen for s in streams)
+            first = [s.first_token_at - s.submitted_at for s in streams if s.first_token_at is not None]
+            if first:
+                line["ttft_ms"] = round(min(first) * 1000, 1)
+            reasons = sorted({s.finish_reason or "cancelled" for s in streams})
+            line["finish_reason"] = ",".join(reasons)
+        if record.user:
+            line["user"] = record.user
+        access_log.info(json.dumps(line, separators=(",", ":")))
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps(
+        {
+            "error": {
+                "message": "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
+                "type": "authentication_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer realm="appliance"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

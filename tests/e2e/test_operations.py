@@ -1,0 +1,107 @@
+"""Operators' view: API keys, Prometheus metrics, the request log."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import start_server, stop_server
+
+MODEL = "demo-chat"
+KEYS = ["key-one", "Key-Two"]
+
+
+@pytest.fixture(scope="module")
+def keyed_server(demo_root, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("keyed")
+    key_file = directory / "api-keys"
+    key_file.write_text("# operators' keys\nkey-one\n\nKey-Two\n")
+    server = start_server(demo_root / "graphs", directory / "server.log", "--api-key-file", str(key_file))
+    yield server
+    stop_server(server)
+
+
+def chat_body(**extra) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": "SECRET-PROMPT-TEXT"}], "max_tokens": 4, **extra}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Bearer KEY-ONE"},  # keys are case-sensitive
+        {"Authorization": "Basic key-one"},
+        {"Authorization": "key-one"},
+        {"Authorization": "Bearer  key-one-extra"},
+    ],
+)
+def test_requests_without_a_valid_key_are_401(keyed_server, headers: dict) -> None:
+    response = httpx.post(f"{keyed_server.url}/v1/chat/completions", json=chat_body(), headers=headers, timeout=30)
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "authentication_error"
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert httpx.get(f"{keyed_server.url}/v1/models", headers=headers, timeout=5).status_code == 401
+    assert httpx.get(f"{keyed_server.url}/metrics", headers=headers, timeout=5).status_code == 401
+
+
+def test_valid_keys_and_open_paths(keyed_server) -> None:
+    for key in KEYS:
+        client = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=key, max_retries=0)
+        assert client.chat.completions.create(**chat_body()).choices
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key="nope", max_retries=0).models.list()
+    assert httpx.get(f"{keyed_server.url}/health", timeout=5).status_code == 200
+    assert httpx.get(f"{keyed_server.url}/health/live", timeout=5).status_code == 200
+
+
+def _samples(server) -> dict[tuple[str, tuple], float]:
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return values
+
+
+def test_metrics_move_after_requests(server, openai_client: openai.OpenAI) -> None:
+    before = _samples(server)
+    openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "count me"}], max_tokens=8, extra_body={"ignore_eos": True})
+    stream = openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "stream me"}], max_tokens=8, stream=True, extra_body={"ignore_eos": True}
+    )
+    list(stream)
+    after = _samples(server)
+    model = (("model", MODEL),)
+
+    def delta(name: str, labels: tuple = model) -> float:
+        return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert delta("appliance_generation_tokens_total") == 16
+    assert delta("appliance_prompt_tokens_total") > 0
+    assert delta("appliance_requests_total", (("finish_reason", "length"), ("model", MODEL))) == 2
+    assert delta("appliance_time_to_first_token_seconds_count") == 2
+    assert delta("appliance_e2e_request_latency_seconds_count") == 2
+    assert delta("appliance_request_time_per_output_token_seconds_count") == 2
+    assert delta("appliance_inter_token_latency_seconds_count") == 14
+    ok = (("method", "POST"), ("route", "/v1/chat/completions"), ("status", "200"))
+    assert delta("appliance_http_requests_total", ok) == 2
+    assert after[("appliance_model_ready", model)] == 1
+    assert ("appliance_kv_cache_usage_ratio", model) in after
+    assert ("appliance_num_requests_waiting", model) in after
+    assert after[("appliance_event_loop_lag_seconds_count", ())] > 0
+
+
+def test_one_log_line_per_request_without_prompts(server, openai_client: openai.OpenAI) -> None:
+    openai_client.chat.completions.create(**chat_body(user="log-test-user"))
+    lines = [json.loads(line.split(" appliance.access: ", 1)[1]) for line in server.log().splitlines() if " appliance.access: " in line]
+    mine = [line for line in lines if line.get("user") == "log-test-user"]
+    assert len(mine) == 1
+    entry = mine[0]
+    assert entry["status"] == 200 and entry["model"] == MODEL and entry["path"] == "/v1/chat/completions"
+    assert entry["prompt_tokens"] > 0 and entry["completion_tokens"] <= 4 and entry["latency_ms"] > 0
+    assert "SECRET-PROMPT-TEXT" not in server.log()

@@ -1,0 +1,48 @@
+"""Settings precedence: flags > environment > settings file > defaults; unknown keys are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import ConfigError
+from appliance.settings import Settings, load_settings
+
+
+def test_defaults() -> None:
+    assert load_settings({}, environ={}) == Settings()
+
+
+def test_precedence(tmp_path: Path) -> None:
+    config = tmp_path / "appliance.toml"
+    config.write_text('port = 7000\nhost = "0.0.0.0"\nlog_level = "debug"\ndrain_seconds = 5\n')
+    environ = {"APPLIANCE_PORT": "7100", "APPLIANCE_LOG_LEVEL": "warning", "APPLIANCE_METRICS_OPEN": "true"}
+    settings = load_settings({"port": 7200, "host": None}, config=config, environ=environ)
+    assert settings.port == 7200  # flag beats environment and file
+    assert settings.log_level == "warning"  # environment beats file
+    assert settings.host == "0.0.0.0"  # file beats default
+    assert settings.drain_seconds == 5.0
+    assert settings.metrics_open is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("prot = 1\n", "unknown key `prot`"), ('port = "x"\n', "port"), ("port = 70000\n", "port"), ("port = \n", "not valid TOML")],
+)
+def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
+    config = tmp_path / "appliance.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings({}, config=config, environ={})
+    assert str(config) in str(info.value) and expected in str(info.value)
+
+
+def test_bad_environment_value() -> None:
+    with pytest.raises(ConfigError, match="port"):
+        load_settings({}, environ={"APPLIANCE_PORT": "eighty"})
+
+
+def test_missing_settings_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings({}, config=tmp_path / "nope.toml", environ={})
