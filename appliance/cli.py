@@ -65,6 +65,25 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate graph files, models and devices without serving")
     check.add_argument("--graphs", type=Path, required=True, metavar="DIR")
 
+    export = commands.add_parser(
+        "export",
+        help="export a Hugging Face model to OpenVINO IR and write its graph file",
+        description="Export SOURCE (a Hugging Face model id or a local folder) with optimum-intel into "
+        "MODELS/NAME, check that it loads and renders its chat template, and write GRAPHS/NAME.toml.",
+    )
+    export.add_argument("source", metavar="SOURCE", help="Hugging Face model id or local model folder")
+    export.add_argument("--name", required=True, help="served model name (and folder name)")
+    export.add_argument("--weight-format", default="int8", choices=["int4", "int8", "fp16", "fp32"], help="default int8")
+    export.add_argument("--models-dir", type=Path, default=Path("models"), metavar="DIR", help="default ./models")
+    export.add_argument("--graphs-dir", type=Path, default=Path("graphs"), metavar="DIR", help="default ./graphs")
+    export.add_argument("--device", default="CPU", help="device written to the graph file (default CPU)")
+    export.add_argument("--task", help="optimum task, when it cannot be inferred (e.g. image-text-to-text)")
+    export.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)")
+    export.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
+
+    devices = commands.add_parser("devices", help="list the OpenVINO devices of this machine")
+    devices.add_argument("--json", action="store_true", help="print JSON")
+
     demo = commands.add_parser("demo", help="build the offline demo models into DIR/models and DIR/graphs")
     demo.add_argument("dir", type=Path, metavar="DIR")
     demo.add_argument(
@@ -94,6 +113,38 @@ def main(argv: list[str] | None = None) -> int:
 
             for graph in prepare(args.graphs):
                 print(f"ok  {graph.name:<24} {graph.device:<8} {graph.model_dir}  ({graph.source})")
+            return 0
+        if args.command == "export":
+            from appliance.export import ExportError, export_model
+
+            try:
+                export_model(
+                    args.source,
+                    args.name,
+                    weight_format=args.weight_format,
+                    models_dir=args.models_dir,
+                    graphs_dir=args.graphs_dir,
+                    device=args.device,
+                    task=args.task,
+                    trust_remote_code=args.trust_remote_code,
+                    force=args.force,
+                )
+            except ExportError as exc:
+                print(f"appliance export: {exc}", file=sys.stderr)
+                return 1
+            return 0
+        if args.command == "devices":
+            import json
+
+            from appliance.engine.devices import describe_devices
+
+            described = describe_devices()
+            if args.json:
+                print(json.dumps(described, indent=2))
+            for device, properties in ({} if args.json else described).items():
+                print(device)
+                for name, value in properties.items():
+                    print(f"  {name:<28} {value}")
             return 0
         if args.command == "demo":
             from appliance.demo import build_demo

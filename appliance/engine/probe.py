@@ -1,0 +1,34 @@
+"""Checks that an exported model folder loads and generates in OpenVINO GenAI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["is_vlm_folder", "probe_model"]
+
+
+def is_vlm_folder(model_dir: Path) -> bool:
+    """optimum-intel writes a separate vision-embeddings IR for image-text-to-text models."""
+    return (model_dir / "openvino_vision_embeddings_model.xml").is_file()
+
+
+def probe_model(model_dir: Path, device: str = "CPU") -> str:
+    """Load the model, render its chat template and generate two tokens; returns what it did.
+
+    Raises RuntimeError with the library's message when any step fails.
+    """
+    import openvino_genai
+
+    try:
+        if is_vlm_folder(model_dir):
+            pipe = openvino_genai.VLMPipeline(str(model_dir), device)
+        else:
+            pipe = openvino_genai.LLMPipeline(str(model_dir), device)
+        tokenizer = pipe.get_tokenizer()
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hello"}], add_generation_prompt=True)
+        config = openvino_genai.GenerationConfig(max_new_tokens=2, apply_chat_template=False)
+        pipe.generate(prompt, config)
+    except Exception as exc:  # the library raises plain RuntimeErrors with useful text
+        raise RuntimeError(f"{model_dir} does not load or generate in OpenVINO GenAI: {exc}") from exc
+    kind = "VLMPipeline" if is_vlm_folder(model_dir) else "LLMPipeline"
+    return f"{kind} on {device}: chat template renders, generation runs"

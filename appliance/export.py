@@ -1,0 +1,150 @@
+"""`appliance export`: a Hugging Face model (hub id or local folder) -> OpenVINO IR + graph file.
+
+It runs `optimum-cli export openvino` (the supported exporter; it also converts the tokenizer and
+detokenizer) with its progress shown, checks the result, and writes `graphs/NAME.toml`. The model
+only replaces an existing folder with `--force`, and only once the new one passed its checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["WEIGHT_FORMATS", "export_model"]
+
+WEIGHT_FORMATS = ("int4", "int8", "fp16", "fp32")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_REQUIRED = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
+
+
+class ExportError(Exception):
+    """The export or its checks failed; the message says which step and why."""
+
+
+def export_model(
+    source: str,
+    name: str,
+    *,
+    weight_format: str = "int8",
+    models_dir: Path = Path("models"),
+    graphs_dir: Path = Path("graphs"),
+    device: str = "CPU",
+    task: str | None = None,
+    trust_remote_code: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Export `source` to `models_dir/name`, check it, write `graphs_dir/name.toml`; returns the graph."""
+    if not _NAME.match(name):
+        raise ExportError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (up to 128)")
+    if weight_format not in WEIGHT_FORMATS:
+        raise ExportError(f"--weight-format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
+    target = models_dir / name
+    graph_path = graphs_dir / f"{name}.toml"
+    if (target.exists() or graph_path.exists()) and not force:
+        raise ExportError(f"{target} or {graph_path} already exists; pass --force to replace them")
+    models_dir.mkdir(parents=True, exist_ok=True)
+    staging = models_dir / f".{name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    started = time.monotonic()
+    try:
+        log(f"[1/3] exporting {source} with optimum-intel ({weight_format} weights) ...")
+        _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log)
+        log("[2/3] checking the exported model ...")
+        # Checked on the CPU, which every box has; the graph still names the device asked for.
+        log(f"      {check_model(staging, 'CPU')}")
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"[3/3] writing {graph_path}")
+    graphs_dir.mkdir(parents=True, exist_ok=True)
+    graph_path.write_text(render_graph(name, source, target, graphs_dir, device, weight_format), encoding="utf-8")
+    log(f"done in {time.monotonic() - started:.0f} s: serve it with `appliance serve --graphs {graphs_dir}`")
+    return graph_path
+
+
+def _run_optimum_cli(
+    source: str, out: Path, weight_format: str, task: str | None, trust_remote_code: bool, log: Callable[[str], None]
+) -> None:
+    command = [
+        sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+        "--model", source, "--weight-format", weight_format,
+    ]
+    task = task or _infer_local_task(Path(source))
+    if task:
+        command += ["--task", task]
+    if trust_remote_code:
+        command.append("--trust-remote-code")
+    command.append(str(out))
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    tail: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        line = line.rstrip()
+        if line:
+            log(f"      {line}")
+            tail = (tail + [line])[-20:]
+    if process.wait() != 0:
+        raise ExportError(f"optimum-cli export failed (exit {process.returncode}); its last lines:\n" + "\n".join(tail))
+
+
+def _infer_local_task(folder: Path) -> str | None:
+    """optimum cannot infer the task of a local folder; its config.json tells us."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a hub id, or a folder optimum will report on
+    if "vision_config" in config:
+        return "image-text-to-text"
+    if any(arch.endswith("ForCausalLM") for arch in config.get("architectures", [])):
+        return "text-generation-with-past"
+    return None
+
+
+def check_model(model_dir: Path, device: str = "CPU") -> str:
+    """The folder has the model IR, both tokenizer IRs and a chat template, and it generates."""
+    from appliance.engine.probe import is_vlm_folder, probe_model
+
+    main_ir = "openvino_language_model.xml" if is_vlm_folder(model_dir) else "openvino_model.xml"
+    missing = [f for f in (main_ir, *_REQUIRED) if not (model_dir / f).is_file()]
+    if missing:
+        raise ExportError(f"{model_dir}: the export wrote no {', '.join(missing)}")
+    if not _has_chat_template(model_dir):
+        raise ExportError(
+            f"{model_dir}: the tokenizer has no chat template, so chat requests cannot be rendered; "
+            "export a chat/instruct model (or add chat_template to tokenizer_config.json and re-export)"
+        )
+    try:
+        return probe_model(model_dir, device)
+    except RuntimeError as exc:
+        raise ExportError(str(exc)) from exc
+
+
+def _has_chat_template(model_dir: Path) -> bool:
+    if (model_dir / "chat_template.jinja").is_file():
+        return True
+    rt_info = (model_dir / "openvino_tokenizer.xml").read_text(encoding="utf-8", errors="replace")
+    return "chat_template" in rt_info
+
+
+def render_graph(name: str, source: str, model_dir: Path, graphs_dir: Path, device: str, weight_format: str) -> str:
+    model_path = Path(os.path.relpath(model_dir.resolve(), graphs_dir.resolve())).as_posix()
+    return (
+        f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
+        f'name = "{name}"\n'
+        f'model_path = "{model_path}"\n'
+        f'device = "{device}"\n'
+        "\n[scheduler]\n"
+        "cache_size = 2            # GB of KV cache\n"
+        "max_num_batched_tokens = 512\n"
+    )
