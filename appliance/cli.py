@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
         "$CREDENTIALS_DIRECTORY/api-keys under systemd, else no keys",
     )
     serve.add_argument(
+        "--model-cache-dir",
+        metavar="DIR",
+        help="OpenVINO compiled-model cache (CACHE_DIR) for graphs that set none; speeds up restarts",
+    )
+    serve.add_argument(
         "--metrics-open",
         action="store_true",
         default=None,

@@ -6,6 +6,7 @@ import logging
 import os
 from pathlib import Path
 
+import msgspec
 import uvicorn
 
 from appliance.api.app import create_app
@@ -42,7 +43,7 @@ def prepare(graphs_dir: Path) -> list[Graph]:
 
 def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
-    graphs = prepare(Path(settings.graphs))
+    graphs = [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare(Path(settings.graphs))]
     api_keys = load_api_keys(settings.api_key_file)
     fatal: list[str] = []
     server: NotifyingServer | None = None
@@ -86,6 +87,12 @@ def serve(settings: Settings) -> int:
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0
+
+
+def _with_cache_dir(graph: Graph, cache_dir: str) -> Graph:
+    if not cache_dir or "CACHE_DIR" in graph.plugin_config:
+        return graph
+    return msgspec.structs.replace(graph, plugin_config={**graph.plugin_config, "CACHE_DIR": cache_dir})
 
 
 def load_api_keys(path: str) -> list[str]:

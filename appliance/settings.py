@@ -37,6 +37,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     api_key_file: str = ""
     """File with API keys, one per line (# comments). Empty: $CREDENTIALS_DIRECTORY/api-keys when
     systemd provides it, else no authentication."""
+    model_cache_dir: str = ""
+    """OpenVINO's compiled-model cache (CACHE_DIR) for every graph that sets none: later starts skip
+    the compile, which takes minutes for large models on GPU/NPU. Empty: no cache."""
     metrics_open: bool = False
     """Serve /metrics without an API key (for a Prometheus scraper on a trusted network)."""
 

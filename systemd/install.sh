@@ -45,6 +45,9 @@ fi
 
 mkdir -p "$etc/graphs" "$state/models"
 chmod 0755 "$etc" "$etc/graphs"
+if [ ! -f "$etc/appliance.toml" ]; then
+  install -m 0644 "$src/systemd/appliance.toml" "$etc/appliance.toml"
+fi
 
 if [ "$demo" = 1 ]; then
   echo "building the demo model into $state/models"
@@ -55,6 +58,12 @@ if [ "$demo" = 1 ]; then
 fi
 
 install -D -m 0644 "$src/systemd/appliance.service" "$root/etc/systemd/system/appliance.service"
+# API keys as a systemd credential (readable only by the service), when the operator made the file.
+dropin="$root/etc/systemd/system/appliance.service.d/api-keys.conf"
+if [ -f "$etc/api-keys" ]; then
+  install -D -m 0644 /dev/null "$dropin"
+  printf '[Service]\nLoadCredential=api-keys:/etc/appliance/api-keys\n' > "$dropin"
+fi
 
 if [ -z "$root" ]; then
   systemctl daemon-reload

@@ -59,3 +59,30 @@ def test_install_script_stages_a_root(tmp_path: Path) -> None:
     assert (root / "etc/systemd/system/appliance.service").read_text() == UNIT.read_text()
     assert (root / "opt/appliance/appliance/cli.py").is_file()
     assert (root / "etc/appliance/graphs").is_dir() and (root / "var/lib/appliance/models").is_dir()
+    settings = root / "etc/appliance/appliance.toml"
+    assert settings.read_text() == (REPO / "systemd/appliance.toml").read_text()
+    assert not (root / "etc/systemd/system/appliance.service.d").exists()
+
+
+def test_example_settings_file_is_valid() -> None:
+    from appliance.settings import load_settings
+
+    settings = load_settings({}, config=REPO / "systemd" / "appliance.toml", environ={})
+    assert settings.graphs == "/etc/appliance/graphs" and settings.host == "0.0.0.0"
+    assert "--config /etc/appliance/appliance.toml" in UNIT.read_text()
+
+
+def test_install_script_wires_api_keys_as_a_credential(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc/appliance").mkdir(parents=True)
+    (root / "etc/appliance/api-keys").write_text("secret\n")
+    result = subprocess.run(
+        ["bash", str(REPO / "systemd" / "install.sh"), "--no-start"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DESTDIR": str(root), "SKIP_SETUP": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    dropin = (root / "etc/systemd/system/appliance.service.d/api-keys.conf").read_text()
+    assert dropin == "[Service]\nLoadCredential=api-keys:/etc/appliance/api-keys\n"
