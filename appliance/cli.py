@@ -97,6 +97,29 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated demo models to build (default demo-chat; also: demo-bench)",
     )
     demo.add_argument("--force", action="store_true", help="rebuild even when the output is current")
+
+    bench = commands.add_parser(
+        "bench",
+        help="benchmark a served graph against its raw OpenVINO GenAI pipeline",
+        description="Drive an OpenAI-compatible server with streamed, fixed-length requests at each "
+        "concurrency level, then run the same workload on an in-process ContinuousBatchingPipeline "
+        "of the same graph, and report throughput, TTFT, TPOT and ITL for both.",
+    )
+    bench.add_argument("--graph", type=Path, required=True, metavar="FILE", help="graph file of the model")
+    bench.add_argument(
+        "--url", help="an OpenAI-compatible server to drive (default: start `appliance serve` for the graph)"
+    )
+    bench.add_argument("--model", help="model name to send (default: the graph's name)")
+    bench.add_argument("--api-key", metavar="KEY", help="bearer key for --url")
+    bench.add_argument(
+        "--concurrency", default="1,4,16", metavar="N,N,...", help="concurrency levels (default 1,4,16)"
+    )
+    bench.add_argument("--requests", type=int, metavar="N", help="requests per level (default max(8, 4 x level))")
+    bench.add_argument("--prompt-tokens", type=int, default=128, metavar="N", help="default 128")
+    bench.add_argument("--output-tokens", type=int, default=128, metavar="N", help="default 128")
+    bench.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    bench.add_argument("--plot", type=Path, metavar="FILE", help="also draw throughput and TTFT (PNG)")
+    bench.add_argument("--no-raw", action="store_true", help="skip the raw pipeline baseline")
     return parser
 
 
@@ -114,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             flags = {name: value for name, value in vars(args).items() if name not in ("command", "config")}
             return serve(load_settings(flags, config=args.config))
         if args.command == "check":
-            from appliance.server import prepare
+            from appliance.service.graphs import prepare_graphs
 
-            for graph in prepare(args.graphs):
+            for graph in prepare_graphs(args.graphs):
                 print(f"ok  {graph.name:<24} {graph.device:<8} {graph.model_dir}  ({graph.source})")
             return 0
         if args.command == "export":
@@ -157,6 +180,32 @@ def main(argv: list[str] | None = None) -> int:
             names = [name.strip() for name in args.models.split(",") if name.strip()]
             for path in build_demo(args.dir, names, force=args.force):
                 print(f"graph: {path}")
+            return 0
+        if args.command == "bench":
+            from appliance.bench import BenchOptions, run_bench
+            from appliance.bench.plot import write_plot
+
+            levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())
+            if not levels or min(levels) < 1 or min(args.prompt_tokens, args.output_tokens, args.requests or 1) < 1:
+                raise ValueError("--concurrency, --requests and the token counts must be positive")
+            report = run_bench(
+                BenchOptions(
+                    graph=args.graph,
+                    url=args.url,
+                    model=args.model,
+                    concurrency=levels,
+                    requests=args.requests,
+                    prompt_tokens=args.prompt_tokens,
+                    output_tokens=args.output_tokens,
+                    raw=not args.no_raw,
+                    api_key=args.api_key,
+                )
+            )
+            print(report.table())
+            if args.json:
+                report.write_json(args.json)
+            if args.plot:
+                write_plot(report, args.plot)
             return 0
     except ConfigError as exc:
         print(f"appliance: {exc}", file=sys.stderr)

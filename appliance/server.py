@@ -11,39 +11,27 @@ import uvicorn
 
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
-from appliance.config import Graph, load_graphs
+from appliance.config import Graph
 from appliance.engine import EngineClient
-from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
 from appliance.metrics import Metrics
 from appliance.sdnotify import Notifier
 from appliance.settings import Settings
+from appliance.service.graphs import Reloader, prepare_graphs
 from appliance.service.registry import ModelRegistry
 from appliance.supervisor import NotifyingServer, supervise
 
-__all__ = ["prepare", "serve"]
+__all__ = ["load_api_keys", "serve"]
 
 log = logging.getLogger("appliance.server")
 
 
-def prepare(graphs_dir: Path) -> list[Graph]:
-    """Load and validate every graph file and its device; raises ConfigError."""
-    graphs = load_graphs(graphs_dir)
-    devices = available_devices()
-    for graph in graphs:
-        check_device(graph, devices)
-        for required in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
-            if not (graph.model_dir / required).is_file():
-                raise ConfigError(
-                    f"{graph.source}: {graph.model_dir} has no {required} "
-                    "(export the model with optimum-intel, tokenizer included)"
-                )
-    return graphs
-
-
 def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
-    graphs = [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare(Path(settings.graphs))]
+    def prepare(directory: Path) -> list[Graph]:
+        return [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory)]
+
+    graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
     fatal: list[str] = []
     server: NotifyingServer | None = None
@@ -58,11 +46,20 @@ def serve(settings: Settings) -> int:
     metrics = Metrics()
     engines = [EngineClient(graph, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
     registry = ModelRegistry(engines)
+    # Engines started by a reload must not stop the server when they fail: the reload reports it.
+    reloader = Reloader(
+        registry,
+        Path(settings.graphs),
+        lambda graph: EngineClient(graph, metrics=metrics),
+        prepare=prepare,
+        drain_seconds=settings.drain_seconds,
+    )
     app = create_app(
         registry,
         max_body_size=settings.max_body_size,
         metrics=metrics,
-        background=lambda: supervise(server, registry),
+        reloader=reloader,
+        background=lambda: supervise(server, registry, reloader),
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     gated = Gate(app, metrics=metrics, api_keys=api_keys, open_paths=open_paths)

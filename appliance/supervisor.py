@@ -11,6 +11,7 @@ import time
 import uvicorn
 
 from appliance.sdnotify import Notifier
+from appliance.service.graphs import Reloader
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["NotifyingServer", "supervise"]
@@ -43,6 +44,13 @@ class NotifyingServer(uvicorn.Server):
             captured.remove(sig)
 
 
+async def _reload(notifier: Notifier, reloader: Reloader) -> None:
+    # systemd's reload protocol: RELOADING=1 ... READY=1 (with MONOTONIC_USEC since v253).
+    notifier.notify("RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
+    report = await reloader.reload()
+    notifier.ready("reloaded" if "error" not in report else f"reload refused: {report['error']}")
+
+
 def engines_healthy(models: ModelRegistry) -> bool:
     """False when an engine failed for good, or has in-flight work and went silent (hung)."""
     now = time.monotonic()
@@ -54,9 +62,12 @@ def engines_healthy(models: ModelRegistry) -> bool:
     return True
 
 
-async def supervise(server: NotifyingServer, models: ModelRegistry) -> None:
-    """Runs for the server's lifetime (started by the app's lifespan)."""
+async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Reloader | None = None) -> None:
+    """Runs for the server's lifetime (started by the app's lifespan). SIGHUP reloads graphs."""
     notifier = server.notifier
+    if reloader is not None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(_reload(notifier, reloader)))
     notifier.status(f"loading {len(models)} model(s)")
     while not (server.started and models.all_ready):
         notifier.extend_timeout(_LOAD_EXTENSION_S)

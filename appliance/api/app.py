@@ -15,6 +15,7 @@ from appliance.api import openai_routes, ops_routes
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.metrics import Metrics
+from appliance.service.graphs import Reloader
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["create_app"]
@@ -31,6 +32,7 @@ def create_app(
     start_engines: bool = True,
     background: Callable[[], Coroutine[Any, Any, None]] | None = None,
     metrics: Metrics | None = None,
+    reloader: Reloader | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
@@ -51,8 +53,10 @@ def create_app(
             if task is not None:
                 task.cancel()
             monitor.stop()
+            if reloader is not None:
+                await reloader.close()
             if start_engines:
-                for engine in models:
+                for engine in list(models):
                     await engine.stop()
 
     def provide(value: object) -> Callable[[], object]:
@@ -64,6 +68,7 @@ def create_app(
             "models": Provide(provide(models), sync_to_thread=False),
             "loop_monitor": Provide(provide(monitor), sync_to_thread=False),
             "metrics": Provide(provide(metrics), sync_to_thread=False),
+            "reloader": Provide(provide(reloader), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

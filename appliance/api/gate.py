@@ -31,7 +31,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # probing random paths must not create unbounded label values).
 _ROUTES = (
     "/v1/chat/completions", "/v3/chat/completions", "/v1/completions", "/v3/completions",
-    "/v1/models", "/v3/models", "/health", "/health/live", "/stats", "/metrics",
+    "/v1/models", "/v3/models", "/health", "/health/live", "/stats", "/metrics", "/admin/reload",
 )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from litestar import Response, get
+from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.errors import NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
+from appliance.service.graphs import Reloader
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["routes"]
@@ -56,4 +58,14 @@ async def metrics(metrics: Metrics) -> Response:
     return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-routes = [health, live, stats, metrics]
+@post("/admin/reload", status_code=200)
+async def reload(reloader: Reloader | None) -> Response:
+    """Re-read the graph directory (like SIGHUP) and answer with what changed. Behind the API key."""
+    if reloader is None:
+        raise NotFound("Reloading is not available in this server.")
+    report = await reloader.reload()
+    status = 400 if "error" in report else 200
+    return Response(report, status_code=status, media_type="application/json")
+
+
+routes = [health, live, stats, metrics, reload]

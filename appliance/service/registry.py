@@ -32,6 +32,19 @@ class ModelRegistry:
                 code="model_not_found",
             ) from None
 
+    def names(self) -> list[str]:
+        return list(self._engines)
+
+    def put(self, engine: EngineClient) -> EngineClient | None:
+        """Serve `engine` under its name from now on; returns the engine it replaced, if any."""
+        previous = self._engines.get(engine.name)
+        self._engines[engine.name] = engine
+        return previous
+
+    def remove(self, name: str) -> EngineClient | None:
+        """Stop routing requests to `name`; its in-flight requests are the caller's to drain."""
+        return self._engines.pop(name, None)
+
     @property
     def all_ready(self) -> bool:
         return all(engine.state == "ready" for engine in self)
