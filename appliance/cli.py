@@ -61,10 +61,60 @@ def _parser() -> argparse.ArgumentParser:
         help="OpenVINO compiled-model cache (CACHE_DIR) for graphs that set none; speeds up restarts",
     )
     serve.add_argument(
+        "--allowed-hosts",
+        type=_comma_list,
+        metavar="H,H",
+        help="Host header values accepted (name, name:port, *.domain); others get 400. Default: any",
+    )
+    serve.add_argument(
+        "--cors-allowed-origins",
+        type=_comma_list,
+        metavar="ORIGIN,ORIGIN",
+        help="browser origins allowed to call the API (e.g. https://app.example.com). Default: none",
+    )
+    serve.add_argument(
         "--metrics-open",
         action="store_true",
         default=None,
         help="serve /metrics without an API key",
+    )
+    media = serve.add_argument_group(
+        "chat images",
+        "Vision graphs take images as base64 data URLs always; as http(s) URLs and local paths only "
+        "when enabled here.",
+    )
+    media.add_argument(
+        "--allowed-media-domains",
+        type=_comma_list,
+        metavar="HOSTS",
+        help="comma-separated hosts image URLs may be fetched from: example.com, *.example.com "
+        "(subdomains), an IP address, or * (any host); default: none, URLs refused",
+    )
+    media.add_argument(
+        "--allowed-media-networks",
+        type=_comma_list,
+        metavar="CIDRS",
+        help="comma-separated non-public networks image fetches may connect to, e.g. 10.0.0.0/8 or "
+        "127.0.0.1/32 (private, loopback, link-local, CGNAT, multicast and reserved addresses are "
+        "refused otherwise); default: none",
+    )
+    media.add_argument(
+        "--allowed-local-media-path",
+        metavar="DIR",
+        help="directory images may be read from as absolute paths or file:// URLs (symlinks must stay "
+        "inside); default: none, local paths refused",
+    )
+    media.add_argument(
+        "--max-image-bytes",
+        type=int,
+        metavar="BYTES",
+        help="largest encoded image (download, file or decoded data URL) (default 20 MiB)",
+    )
+    media.add_argument(
+        "--media-fetch-timeout",
+        type=float,
+        metavar="S",
+        help="seconds an image download may take, DNS to last byte, redirects included (default 10)",
     )
 
     check = commands.add_parser("check", help="validate graph files, models and devices without serving")
@@ -86,6 +136,25 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)")
     export.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
 
+    soak = commands.add_parser(
+        "soak",
+        help="run minutes of mixed traffic against a server and check every answer",
+        description="Streaming and non-streaming, text and image requests, early disconnects and "
+        "bursts above the queue limit against URL; reports outcomes, lost or malformed answers, and "
+        "RSS and open fds of the server's processes (read from /proc: run it on the same machine).",
+    )
+    soak.add_argument("--url", default="http://127.0.0.1:8000", help="server to soak (default http://127.0.0.1:8000)")
+    soak.add_argument("--minutes", type=float, default=5.0, help="default 5")
+    soak.add_argument("--concurrency", type=int, default=8, help="clients at once (default 8)")
+    soak.add_argument("--model", default="demo-chat", help="text model (default demo-chat)")
+    soak.add_argument("--vision-model", help="also send images to this model (e.g. demo-vision)")
+    soak.add_argument("--max-tokens", type=int, default=48, help="largest max_tokens drawn (default 48)")
+    soak.add_argument("--disconnect-fraction", type=float, default=0.15, help="clients that hang up early (default 0.15)")
+    soak.add_argument("--burst-every", type=float, default=60.0, metavar="S", help="seconds between bursts (default 60)")
+    soak.add_argument("--api-key", help="bearer key, when the server needs one")
+    soak.add_argument("--seed", type=int, default=0)
+    soak.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+
     devices = commands.add_parser("devices", help="list the OpenVINO devices of this machine")
     devices.add_argument("--json", action="store_true", help="print JSON")
 
@@ -93,8 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("dir", type=Path, metavar="DIR")
     demo.add_argument(
         "--models",
-        default="demo-chat",
-        help="comma-separated demo models to build (default demo-chat; also: demo-bench)",
+        default="demo-chat,demo-vision",
+        help="comma-separated demo models to build (default demo-chat,demo-vision; also: demo-bench)",
     )
     demo.add_argument("--force", action="store_true", help="rebuild even when the output is current")
 
@@ -123,6 +192,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -130,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stdout,
     )
+    # httpx logs every request at INFO (bench and soak send thousands).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         if args.command == "serve":
             from appliance.server import serve
@@ -161,6 +236,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"appliance export: {exc}", file=sys.stderr)
                 return 1
             return 0
+        if args.command == "soak":
+            import asyncio
+            import json
+
+            from appliance.soak import SoakConfig, format_report, run_soak
+
+            config = SoakConfig(
+                url=args.url.rstrip("/"),
+                minutes=args.minutes,
+                concurrency=args.concurrency,
+                text_model=args.model,
+                vision_model=args.vision_model,
+                max_tokens=args.max_tokens,
+                disconnect_fraction=args.disconnect_fraction,
+                burst_every_s=args.burst_every,
+                api_key=args.api_key,
+                seed=args.seed,
+            )
+            report = asyncio.run(run_soak(config))
+            print(format_report(report))
+            if args.json:
+                args.json.write_text(json.dumps(report, indent=2))
+            return 0 if report["passed"] else 1
         if args.command == "devices":
             import json
 
@@ -185,22 +283,28 @@ def main(argv: list[str] | None = None) -> int:
             from appliance.bench import BenchOptions, run_bench
             from appliance.bench.plot import write_plot
 
-            levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())
+            try:
+                levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())
+            except ValueError:
+                raise ValueError(f"--concurrency {args.concurrency!r}: expected numbers like 1,4,16") from None
             if not levels or min(levels) < 1 or min(args.prompt_tokens, args.output_tokens, args.requests or 1) < 1:
                 raise ValueError("--concurrency, --requests and the token counts must be positive")
-            report = run_bench(
-                BenchOptions(
-                    graph=args.graph,
-                    url=args.url,
-                    model=args.model,
-                    concurrency=levels,
-                    requests=args.requests,
-                    prompt_tokens=args.prompt_tokens,
-                    output_tokens=args.output_tokens,
-                    raw=not args.no_raw,
-                    api_key=args.api_key,
-                )
+            options = BenchOptions(
+                graph=args.graph,
+                url=args.url,
+                model=args.model,
+                concurrency=levels,
+                requests=args.requests,
+                prompt_tokens=args.prompt_tokens,
+                output_tokens=args.output_tokens,
+                raw=not args.no_raw,
+                api_key=args.api_key,
             )
+            try:
+                report = run_bench(options)
+            except RuntimeError as exc:  # the server did not start, or refused the workload
+                print(f"appliance bench: {exc}", file=sys.stderr)
+                return 1
             print(report.table())
             if args.json:
                 report.write_json(args.json)

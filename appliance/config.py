@@ -30,6 +30,10 @@ ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 PluginValue = str | int | float | bool
+# What optimum-intel writes for a vision-language model's image encoder.
+VISION_ENCODER_IR = "openvino_vision_embeddings_model.xml"
+# Pillow refuses images above twice its MAX_IMAGE_PIXELS outright.
+MAX_IMAGE_PIXELS_CEILING = 178_956_970
 
 # Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
 _DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
@@ -68,6 +72,14 @@ class Limits(_Config):
     """Prompt + output tokens allowed (0: the model's max_position_embeddings)."""
     max_queued_requests: PositiveInt = 512
     """Requests waiting or running at once; above it requests get 503 with Retry-After."""
+    best_of_limit: Annotated[int, msgspec.Meta(ge=1, le=128)] = 20
+    """Largest `n` and `best_of` (beam width) a request may ask for."""
+    max_stop_sequences: Annotated[int, msgspec.Meta(ge=0, le=64)] = 4
+    """Stop strings one request may give (OpenAI allows 4)."""
+    max_images_per_request: NonNegativeInt = 8
+    """Images one chat request may carry, over all its messages (vision graphs)."""
+    max_image_pixels: Annotated[int, msgspec.Meta(ge=1, le=MAX_IMAGE_PIXELS_CEILING)] = 16_777_216
+    """Width x height of one image, read from its header before decoding (default 4096 x 4096)."""
 
 
 class Graph(_Config):
@@ -77,9 +89,16 @@ class Graph(_Config):
     model_path: str
     """Folder with the OpenVINO IR, relative to the graph file's directory unless absolute."""
     device: str = "CPU"
-    pipeline: Literal["AUTO", "LM_CB"] = "AUTO"
-    """AUTO picks continuous batching for text models."""
+    pipeline: Literal["AUTO", "LM_CB", "VLM_CB"] = "AUTO"
+    """LM_CB: text model; VLM_CB: vision-language model (images in chat); AUTO: VLM_CB when the
+    model folder holds a vision encoder, else LM_CB. Both run continuous batching."""
     description: str = ""
+    tool_parser: Literal["hermes", "llama3_json", "mistral"] | None = None
+    """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Qwen/Hermes),
+    llama3_json (`{"name": ..., "parameters": ...}`), mistral (`[TOOL_CALLS][...]`). None: requests
+    with `tools` are refused."""
+    reasoning_parser: Literal["think"] | None = None
+    """think: text inside `<think>...</think>` is returned as `reasoning_content`."""
     plugin_config: dict[str, PluginValue] = {}
     """OpenVINO properties for the device, e.g. INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION."""
     scheduler: SchedulerSettings = SchedulerSettings()
@@ -87,6 +106,17 @@ class Graph(_Config):
     limits: Limits = Limits()
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
+
+    @property
+    def pipeline_kind(self) -> Literal["LM_CB", "VLM_CB"]:
+        """The pipeline actually served (AUTO resolved by looking at the model folder)."""
+        if self.pipeline != "AUTO":
+            return self.pipeline
+        return "VLM_CB" if (self.model_dir / VISION_ENCODER_IR).is_file() else "LM_CB"
+
+    @property
+    def accepts_images(self) -> bool:
+        return self.pipeline_kind == "VLM_CB"
 
     @property
     def model_dir(self) -> Path:

@@ -14,6 +14,7 @@ from appliance.api.gate import Gate
 from appliance.config import Graph
 from appliance.engine import EngineClient
 from appliance.errors import ConfigError
+from appliance.media import ImageLoader, build_policy
 from appliance.metrics import Metrics
 from appliance.sdnotify import Notifier
 from appliance.settings import Settings
@@ -33,6 +34,15 @@ def serve(settings: Settings) -> int:
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
+    media = ImageLoader(
+        build_policy(
+            allowed_domains=settings.allowed_media_domains,
+            allowed_networks=settings.allowed_media_networks,
+            allowed_local_media_path=settings.allowed_local_media_path,
+            max_image_bytes=settings.max_image_bytes,
+            fetch_timeout=settings.media_fetch_timeout,
+        )
+    )
     fatal: list[str] = []
     server: NotifyingServer | None = None
 
@@ -60,9 +70,17 @@ def serve(settings: Settings) -> int:
         metrics=metrics,
         reloader=reloader,
         background=lambda: supervise(server, registry, reloader),
+        media=media,
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
-    gated = Gate(app, metrics=metrics, api_keys=api_keys, open_paths=open_paths)
+    gated = Gate(
+        app,
+        metrics=metrics,
+        api_keys=api_keys,
+        open_paths=open_paths,
+        allowed_hosts=settings.allowed_hosts,
+        cors_origins=settings.cors_allowed_origins,
+    )
     config = uvicorn.Config(
         gated,
         host=settings.host,

@@ -42,6 +42,24 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     the compile, which takes minutes for large models on GPU/NPU. Empty: no cache."""
     metrics_open: bool = False
     """Serve /metrics without an API key (for a Prometheus scraper on a trusted network)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values accepted (`name` or `name:port`, `*.example.com`); others get 400, which
+    stops DNS-rebinding attacks from browsers. Empty: any Host."""
+    cors_allowed_origins: tuple[str, ...] = ()
+    """Browser origins (e.g. `https://app.example.com`) allowed to call the API cross-origin. Empty:
+    no CORS headers, so browsers block cross-origin calls."""
+    allowed_media_domains: tuple[str, ...] = ()
+    """Hosts chat images may be downloaded from: `example.com`, `*.example.com` (subdomains), an IP
+    address, or `*` (any host). Empty: image URLs are refused (base64 data URLs always work)."""
+    allowed_media_networks: tuple[str, ...] = ()
+    """Non-public networks image downloads may still connect to, e.g. `10.0.0.0/8` for an intranet
+    server (private, loopback, link-local, CGNAT, multicast and reserved addresses are refused)."""
+    allowed_local_media_path: str = ""
+    """Directory chat images may be read from as local paths or file:// URLs. Empty: refused."""
+    max_image_bytes: Annotated[int, msgspec.Meta(ge=1)] = 20 * 1024 * 1024
+    """Largest encoded image: a download, a file or a data URL's decoded payload."""
+    media_fetch_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """Seconds one image download may take, DNS to last byte, redirects included."""
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:

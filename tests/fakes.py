@@ -18,9 +18,13 @@ from appliance.engine.messages import (
     ChatPrompt,
     Delta,
     Finished,
+    Detokenize,
+    Detokenized,
     Rejected,
     Submit,
-    decode_to_engine,
+    ToEngineDecoder,
+    Tokenize,
+    Tokenized,
 )
 
 
@@ -31,16 +35,20 @@ def fake_graph(name: str = "fake", max_queued_requests: int = 512) -> Graph:
 class _Outbox:
     def __init__(self, engine: FakeEngineClient) -> None:
         self._engine = engine
+        self._decoder = ToEngineDecoder()
 
-    def put(self, frame: bytes | None) -> None:
-        if frame is not None:
-            self._engine._loop.call_soon(self._engine._answer, decode_to_engine(frame))
+    def put(self, frame: bytes | memoryview | None) -> None:
+        message = self._decoder.feed(bytes(frame)) if frame is not None else None
+        if message is not None:
+            self._engine._loop.call_soon(self._engine._answer, message)
 
 
 class FakeEngineClient(EngineClient):
     context_words = 64
     hold = False
     """When set, accepted requests produce no tokens until released (to test queues/cancels)."""
+    script: str | None = None
+    """When set, every reply is this text (in 4-character deltas) instead of the reversed prompt."""
 
     def __init__(self, graph: Graph | None = None) -> None:
         super().__init__(graph or fake_graph())
@@ -59,7 +67,17 @@ class FakeEngineClient(EngineClient):
         if isinstance(command, Cancel):
             self.cancelled.append(command.request_id)
             return
-        assert isinstance(command, Submit)
+        if isinstance(command, Tokenize):
+            prompt = command.prompt
+            words = " ".join(str(m.get("content", "")) for m in prompt.messages).split() if isinstance(prompt, ChatPrompt) else prompt.text.split()
+            tokens = [len(word) for word in words]
+            self._dispatch(Batch(events=[Tokenized(request_id=command.request_id, tokens=tokens, token_strs=words)]))
+            return
+        if isinstance(command, Detokenize):
+            text = " ".join(f"w{token}" for token in command.tokens)
+            self._dispatch(Batch(events=[Detokenized(request_id=command.request_id, text=text)]))
+            return
+        assert isinstance(command, Submit), command
         self.submitted.append(command)
         prompt = command.prompt
         text = prompt.messages[-1]["content"] if isinstance(prompt, ChatPrompt) else prompt.text
@@ -69,12 +87,26 @@ class FakeEngineClient(EngineClient):
             self._dispatch(Batch(events=[Rejected(request_id=request_id, message="too long", code="context_length_exceeded", param="messages")]))
             return
         limit = command.params.max_new_tokens or 16
-        reply = list(reversed(words))[:limit]
+        if self.script is not None:
+            reply = [self.script[i : i + 4] for i in range(0, len(self.script), 4)][:limit]
+        else:
+            reply = [f" {word}" for word in reversed(words)][:limit]
         events: list = [Accepted(request_id=request_id, prompt_tokens=len(words))]
         if not self.hold:
-            events += [Delta(request_id=request_id, text=f" {word}", tokens=i + 1) for i, word in enumerate(reply)]
-            reason = "length" if len(reply) == limit else "stop"
-            events.append(
-                Finished(request_id=request_id, finish_reason=reason, prompt_tokens=len(words), completion_tokens=len(reply))
-            )
+            # With n > 1 every sequence is the same reply, as from a greedy engine; `index` tells them apart.
+            for index in range(command.params.n):
+                events += [
+                    Delta(request_id=request_id, text=piece, tokens=i + 1, index=index)
+                    for i, piece in enumerate(reply)
+                ]
+                reason = "length" if len(reply) == limit else "stop"
+                events.append(
+                    Finished(
+                        request_id=request_id,
+                        finish_reason=reason,
+                        prompt_tokens=len(words),
+                        completion_tokens=len(reply),
+                        index=index,
+                    )
+                )
         self._dispatch(Batch(events=events))

@@ -55,7 +55,11 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
         message = "The request body is larger than this server accepts (see --max-body-size)."
     else:
         message = exc.detail
-    return _envelope(status, message, type_, code)
+    response = _envelope(status, message, type_, code)
+    # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    return response
 
 
 def _unexpected(request: Request, exc: Exception) -> Response:

@@ -67,11 +67,15 @@ class Gate:
         metrics: Metrics | None = None,
         api_keys: Sequence[str] = (),
         open_paths: Sequence[str] = ("/health", "/health/live"),
+        allowed_hosts: Sequence[str] = (),
+        cors_origins: Sequence[str] = (),
     ) -> None:
         self.app = app
         self.metrics = metrics
         self._keys = [key.encode() for key in api_keys]
         self._open_paths = frozenset(open_paths)
+        self._hosts = [host.lower() for host in allowed_hosts]
+        self._origins = frozenset(origin.rstrip("/") for origin in cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -90,14 +94,40 @@ class Gate:
                 message["headers"] = [*message["headers"], (b"x-request-id", record.request_id.encode())]
             await send(message)
 
+        headers = dict(scope["headers"])
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        cors = origin if origin in self._origins else None
+        if cors:
+            send_wrapper = _with_cors(send_wrapper, cors)
         try:
-            if self._keys and scope["path"] not in self._open_paths and not self._authorized(scope):
-                await _unauthorized(send_wrapper)
+            if self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
+                await _error(send_wrapper, 400, "The Host header is not one this server answers to.", "invalid_request_error", "invalid_host")
+            elif scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
+                await _preflight(send_wrapper, allowed=cors is not None)
+            elif self._keys and scope["path"] not in self._open_paths and not self._authorized(scope):
+                await _error(
+                    send_wrapper,
+                    401,
+                    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
+                    "authentication_error",
+                    "invalid_api_key",
+                    [(b"www-authenticate", b'Bearer realm="appliance"')],
+                )
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
+
+    def _host_allowed(self, host: str) -> bool:
+        host = host.lower()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        for allowed in self._hosts:
+            if allowed in (host, name):
+                return True
+            if allowed.startswith("*.") and name.endswith(allowed[1:]):
+                return True
+        return False
 
     def _authorized(self, scope: Scope) -> bool:
         header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
@@ -141,26 +171,45 @@ class Gate:
         access_log.info(json.dumps(line, separators=(",", ":")))
 
 
-async def _unauthorized(send: Send) -> None:
-    body = json.dumps(
-        {
-            "error": {
-                "message": "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
-                "type": "authentication_error",
-                "param": None,
-                "code": "invalid_api_key",
-            }
-        }
-    ).encode()
+async def _error(
+    send: Send, status: int, message: str, type_: str, code: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="appliance"'),
+                *(headers or []),
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _preflight(send: Send, *, allowed: bool) -> None:
+    # An unknown origin gets a plain 204 without Access-Control-Allow-* headers: the browser refuses.
+    headers = [(b"content-length", b"0")]
+    if allowed:
+        headers += [
+            (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+            (b"access-control-allow-headers", b"authorization, content-type"),
+            (b"access-control-max-age", b"600"),
+        ]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [
+                *message.get("headers", []),
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"vary", b"Origin"),
+            ]
+        await send(message)
+
+    return wrapped

@@ -14,6 +14,7 @@ from appliance.api.decoding import decode_body
 from appliance.api.errors import ClientDisconnected
 from appliance.api.gate import RequestRecord, current_record
 from appliance.api.sse import HEADERS, event_stream
+from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
 from appliance.service import openai as service
 from appliance.service.registry import ModelRegistry
@@ -57,18 +58,17 @@ def _json(payload: object) -> Response:
 
 
 @post(["/v1/chat/completions", "/v3/chat/completions"], status_code=200)
-async def chat_completions(request: Request, models: ModelRegistry) -> Response:
+async def chat_completions(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
     record = _record(body.model, body.user)
     engine = models.get(body.model)
-    stream = await _unless_disconnected(request, service.open_chat(engine, body))
+    stream = await _unless_disconnected(request, service.open_chat(engine, body, media))
     if record:
         record.streams = [stream]
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        chunks = service.chat_completion_chunks(body.model, stream, include_usage=include_usage)
+        chunks = service.chat_completion_chunks(body, engine.graph, stream)
         return Stream(event_stream(chunks), media_type="text/event-stream", headers=HEADERS)
-    return _json(await _unless_disconnected(request, service.chat_completion(body.model, stream)))
+    return _json(await _unless_disconnected(request, service.chat_completion(body, engine.graph, stream)))
 
 
 @post(["/v1/completions", "/v3/completions"], status_code=200)
@@ -80,10 +80,9 @@ async def completions(request: Request, models: ModelRegistry) -> Response:
     if record:
         record.streams = streams
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        chunks = service.completion_chunks(body.model, streams, include_usage=include_usage)
+        chunks = service.completion_chunks(body, streams)
         return Stream(event_stream(chunks), media_type="text/event-stream", headers=HEADERS)
-    return _json(await _unless_disconnected(request, service.completion(body.model, streams)))
+    return _json(await _unless_disconnected(request, service.completion(body, streams)))
 
 
 @get(["/v1/models", "/v3/models"])

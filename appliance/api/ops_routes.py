@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
@@ -20,6 +22,7 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
             "device": engine.graph.device,
             "pid": engine.pid,
             "in_flight": engine.in_flight,
+            "max_queued_requests": engine.graph.limits.max_queued_requests,
             "running": engine.stats.running,
             "kv_cache_usage": engine.stats.kv_cache_usage,
             **({"error": engine.load_error} if engine.load_error else {}),
@@ -49,7 +52,11 @@ async def live() -> dict[str, str]:
 async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float = 0.0) -> dict[str, object]:
     """Per-model engine counters and the event loop's lag (ms) over samples taken after `since`
     (Unix seconds; 0 = the last ten minutes)."""
-    return {"models": _model_status(models), "event_loop_lag_ms": loop_monitor.summary(since)}
+    return {
+        "pid": os.getpid(),
+        "models": _model_status(models),
+        "event_loop_lag_ms": loop_monitor.summary(since),
+    }
 
 
 @get("/metrics", cache=False)

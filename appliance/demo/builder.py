@@ -16,7 +16,7 @@ from .export import build_model, key_files  # light at import: torch & co. load 
 from .graph import write_graph
 from .recipes import DemoRecipe, get_recipe
 
-DEFAULT_DEMOS = ("demo-chat",)
+DEFAULT_DEMOS = ("demo-chat", "demo-vision")
 
 
 def build_demo(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, TokenizerSpec
+from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, QwenVLSpec, TokenizerSpec
 
 Log = Callable[[str], None]
 
@@ -37,6 +37,27 @@ CAUSAL_LM_FILES = (
     "tokenizer_config.json",
 )
 
+# Files a served vision-language model directory must hold (optimum-intel's image-text-to-text layout).
+VLM_FILES = (
+    "openvino_language_model.xml",
+    "openvino_language_model.bin",
+    "openvino_text_embeddings_model.xml",
+    "openvino_text_embeddings_model.bin",
+    "openvino_vision_embeddings_model.xml",
+    "openvino_vision_embeddings_model.bin",
+    "openvino_vision_embeddings_merger_model.xml",
+    "openvino_vision_embeddings_merger_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_tokenizer.bin",
+    "openvino_detokenizer.xml",
+    "openvino_detokenizer.bin",
+    "config.json",
+    "generation_config.json",
+    "preprocessor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
 # Warning categories the export always emits and that say nothing about our models: torch.jit
 # tracing notes (TracerWarning, a subclass of Warning by name only), deprecations inside torch and
 # transformers, optimum's implicitly cleaned temporary directories. Anything else is logged.
@@ -47,6 +68,8 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
     """The files whose presence a finished build of `model` guarantees."""
     if isinstance(model, CausalLMSpec):
         return CAUSAL_LM_FILES
+    if isinstance(model, QwenVLSpec):
+        return VLM_FILES
     raise TypeError(f"no builder for {type(model).__name__}")
 
 
@@ -60,6 +83,8 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
     with _quiet_libraries(recipe.name, log) as log:
         if isinstance(recipe.model, CausalLMSpec):
             _build_causal_lm(recipe.name, recipe.tokenizer, recipe.model, out_dir, scratch_dir, log)
+        elif isinstance(recipe.model, QwenVLSpec):
+            _build_qwen_vl(recipe.name, recipe.tokenizer, recipe.model, out_dir, scratch_dir, log)
         else:  # pragma: no cover - a new ModelSpec kind without its branch here
             raise TypeError(f"no builder for {type(recipe.model).__name__}")
 
@@ -81,6 +106,26 @@ def _build_causal_lm(
     log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
     export_causal_lm(hf_dir, out_dir, tokenizer, spec.weight_format)
     _verify_causal_lm(name, out_dir, spec.weight_format)
+
+
+def _build_qwen_vl(
+    name: str, tok_spec: TokenizerSpec, spec: QwenVLSpec, out_dir: Path, scratch_dir: Path, log: Log
+) -> None:
+    log(f"{name}: training tokenizer ({tok_spec.vocab_size} tokens)")
+    tokenizer = train_tokenizer(tok_spec)
+
+    model, image_processor = make_qwen_vl(spec, tokenizer)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{name}: random {type(model).__name__} with {n_params / 1e6:.2f} M parameters (seed {spec.seed})")
+    hf_dir = scratch_dir / "hf"
+    model.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    image_processor.save_pretrained(hf_dir)
+    del model
+
+    log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
+    export_vlm(hf_dir, out_dir, image_processor)
+    _verify_vlm(name, out_dir, spec)
 
 
 # --- tokenizer ----------------------------------------------------------------------------------
@@ -179,6 +224,73 @@ def make_causal_lm(spec: CausalLMSpec, tokenizer: Any) -> Any:
     return model.eval()
 
 
+def make_qwen_vl(spec: QwenVLSpec, tokenizer: Any) -> tuple[Any, Any]:
+    """A randomly initialised Qwen2-VL matching `tokenizer`, and its image processor."""
+    import torch
+    import transformers
+    import transformers.models.qwen2_vl as qwen2_vl
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    def token_id(token: str) -> int:
+        return int(tokenizer.convert_tokens_to_ids(token))
+
+    special_ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        **special_ids,
+    )
+    rope = {"mrope_section": list(spec.mrope_section), "rope_theta": 1000000.0}
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        text["rope_parameters"] = {"rope_type": "default", **rope}
+    else:  # pragma: no cover - transformers 4.x spelling
+        text["rope_scaling"] = {"type": "mrope", "mrope_section": rope["mrope_section"]}
+        text["rope_theta"] = rope["rope_theta"]
+    vision = dict(
+        depth=spec.vision_depth,
+        embed_dim=spec.vision_embed_dim,
+        hidden_size=spec.hidden_size,  # the merger projects image patches into the text model's width
+        num_heads=spec.vision_num_heads,
+        in_channels=3,
+        patch_size=spec.patch_size,
+        spatial_merge_size=spec.spatial_merge_size,
+        temporal_patch_size=spec.temporal_patch_size,
+    )
+    config = Qwen2VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=token_id("<|image_pad|>"),
+        video_token_id=token_id("<|video_pad|>"),
+        vision_start_token_id=token_id("<|vision_start|>"),
+        vision_end_token_id=token_id("<|vision_end|>"),
+        tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = Qwen2VLForConditionalGeneration(config)
+    for key, value in special_ids.items():
+        setattr(model.generation_config, key, value)
+    # The PIL-based processor needs no torchvision (the fast one does, and it is not installed).
+    processor_cls = getattr(qwen2_vl, "Qwen2VLImageProcessorPil", None) or qwen2_vl.Qwen2VLImageProcessor
+    image_processor = processor_cls(
+        min_pixels=spec.min_pixels,
+        max_pixels=spec.max_pixels,
+        patch_size=spec.patch_size,
+        merge_size=spec.spatial_merge_size,
+        temporal_patch_size=spec.temporal_patch_size,
+    )
+    return model.eval(), image_processor
+
+
 # --- export -------------------------------------------------------------------------------------
 
 
@@ -212,6 +324,19 @@ def export_causal_lm(hf_dir: Path, out_dir: Path, tokenizer: Any, weight_format:
     export_tokenizer(tokenizer, out_dir, task="text-generation-with-past")
 
 
+def export_vlm(hf_dir: Path, out_dir: Path, image_processor: Any) -> None:
+    """Export a saved HF vision-language model to OpenVINO IR (one IR per part) plus tokenizers.
+
+    `main_export` leaves the tokenizer out unless asked (`convert_tokenizer=True`), and without
+    torchvision it silently skips the image processor: its preprocessor_config.json is written here,
+    as without it the pipeline ignores the pixel limits.
+    """
+    from optimum.exporters.openvino import main_export
+
+    main_export(model_name_or_path=str(hf_dir), output=out_dir, task="image-text-to-text", convert_tokenizer=True)
+    image_processor.save_pretrained(out_dir)
+
+
 def _drop_export_tempdir(ov_model: Any) -> None:
     """Delete the float32 copy optimum exported into a temporary directory.
 
@@ -237,6 +362,20 @@ def _verify_causal_lm(name: str, out_dir: Path, weight_format: str) -> None:
     for file in ("config.json", "generation_config.json"):
         if json.loads((out_dir / file).read_text()).get("eos_token_id") != eos_id:
             raise RuntimeError(f"{name}: {file} lacks eos_token_id={eos_id}; generation would not stop")
+
+
+def _verify_vlm(name: str, out_dir: Path, spec: QwenVLSpec) -> None:
+    missing = [f for f in VLM_FILES if not (out_dir / f).is_file()]
+    if missing:
+        raise RuntimeError(f"{name}: export did not write {', '.join(missing)}")
+    processor = json.loads((out_dir / "preprocessor_config.json").read_text())
+    if processor.get("max_pixels") != spec.max_pixels:
+        raise RuntimeError(f"{name}: preprocessor_config.json lacks max_pixels={spec.max_pixels}")
+    tokenizer_config = json.loads((out_dir / "tokenizer_config.json").read_text())
+    vocab = json.loads((out_dir / "tokenizer.json").read_text())["added_tokens"]
+    eos_id = next(t["id"] for t in vocab if t["content"] == tokenizer_config["eos_token"])
+    if json.loads((out_dir / "generation_config.json").read_text()).get("eos_token_id") != eos_id:
+        raise RuntimeError(f"{name}: generation_config.json lacks eos_token_id={eos_id}; generation would not stop")
 
 
 # --- keeping the libraries quiet ----------------------------------------------------------------

@@ -58,6 +58,7 @@ def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
         "",
         "[limits]",
         f"max_tokens_limit = {val(g.max_tokens_limit)}",
+        *(f"{key} = {val(value)}" for key, value in g.limits.items()),
     ]
     if g.plugin_config:
         lines += ["", "[plugin_config]", *(f"{key} = {val(value)}" for key, value in g.plugin_config.items())]

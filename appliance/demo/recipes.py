@@ -56,6 +56,24 @@ CHAT_TEMPLATE = (
 )
 
 
+# ChatML as Qwen2-VL writes it (no bos_token). Content is usually a string in which the serving
+# path has already put OpenVINO GenAI's `<ov_genai_image_N>` tags; a list of parts (transformers
+# style) renders each image part as Qwen2-VL's own vision block.
+VISION_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% elif message['content'] %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}"
+    "{% else %}<|vision_start|><|image_pad|><|vision_end|>{% endif %}"
+    "{% endfor %}{% endif %}"
+    "<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+VISION_SPECIAL_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+
 @dataclass(frozen=True)
 class TokenizerSpec:
     """A byte-level BPE tokenizer trained locally (no download) on licence texts and stdlib code.
@@ -91,8 +109,34 @@ class CausalLMSpec:
     weight_format: Literal["int8"] = "int8"
 
 
-# Later kinds (e.g. a tiny VLM) join this union, with a matching branch in `export.build_model`.
-ModelSpec = Union[CausalLMSpec]
+@dataclass(frozen=True)
+class QwenVLSpec:
+    """A Qwen2-VL vision-language model with random (seeded) weights: a ViT image encoder whose
+    merged patches become tokens of a small Qwen2 language model with multimodal RoPE."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    mrope_section: tuple[int, int, int]
+    """Rotary dimensions for (time, height, width); they sum to head_dim / 2."""
+    vision_depth: int
+    vision_embed_dim: int
+    vision_num_heads: int
+    patch_size: int = 14
+    spatial_merge_size: int = 2
+    temporal_patch_size: int = 2
+    min_pixels: int = 56 * 56
+    max_pixels: int = 224 * 224
+    """The image processor scales every image into [min_pixels, max_pixels] (few tokens per image)."""
+    seed: int = 0
+    weight_format: Literal["fp32"] = "fp32"
+
+
+# Each kind has a matching branch in `export.build_model`.
+ModelSpec = Union[CausalLMSpec, QwenVLSpec]
 
 
 @dataclass(frozen=True)
@@ -125,6 +169,8 @@ class GraphSpec:
     extra: Mapping[str, TomlScalar] = field(default_factory=dict)
     # The `[plugin_config]` table: OpenVINO properties for the device.
     plugin_config: Mapping[str, TomlScalar] = field(default_factory=dict)
+    # More `[limits]` keys after max_tokens_limit, e.g. {"max_images_per_request": 4}.
+    limits: Mapping[str, TomlScalar] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -178,9 +224,46 @@ RECIPES: dict[str, DemoRecipe] = {
                 max_num_seqs=64,
                 max_num_batched_tokens=2048,
                 max_tokens_limit=1024,
+                # Its chat template writes tool calls in the Hermes style (<tool_call>{...}</tool_call>).
+                extra={"tool_parser": "hermes"},
                 # Random weights give near-tied logits: bf16 (the CPU default) makes greedy output
                 # depend on the batch; f32 keeps it deterministic and equal to a plain pipeline's.
                 plugin_config={"INFERENCE_PRECISION_HINT": "f32"},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-vision",
+            tokenizer=TokenizerSpec(
+                vocab_size=4096,
+                model_max_length=4096,
+                stdlib_files=60,
+                extra_special_tokens=("<|im_start|>", "<|endoftext|>", *VISION_SPECIAL_TOKENS),
+                chat_template=VISION_CHAT_TEMPLATE,
+            ),
+            # The smallest Qwen2-VL OpenVINO GenAI runs (~0.85 M parameters); images of up to
+            # 224x224 pixels after resizing, so at most 64 tokens each.
+            model=QwenVLSpec(
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=128,
+                max_position_embeddings=4096,
+                mrope_section=(2, 3, 3),
+                vision_depth=2,
+                vision_embed_dim=64,
+                vision_num_heads=4,
+                seed=0,
+            ),
+            graph=GraphSpec(
+                description=f"a tiny random-weight vision-language model (Qwen2-VL) {_LOCAL_NOTE}",
+                cache_size=1,
+                max_num_seqs=64,
+                max_num_batched_tokens=2048,
+                max_tokens_limit=1024,
+                pipeline="VLM_CB",
+                plugin_config={"INFERENCE_PRECISION_HINT": "f32"},
+                limits={"max_images_per_request": 8, "max_image_pixels": 16_777_216},
             ),
         ),
         DemoRecipe(

@@ -4,6 +4,15 @@ Only this package imports `openvino_genai` (in the engine process, and for devic
 """
 
 from appliance.engine.client import EngineClient, RequestStream
-from appliance.engine.messages import ChatPrompt, Delta, Finished, SamplingParams, TextPrompt
+from appliance.engine.messages import ChatPrompt, Delta, Finished, SamplingParams, TextPrompt, TokenLogprob
 
-__all__ = ["ChatPrompt", "Delta", "EngineClient", "Finished", "RequestStream", "SamplingParams", "TextPrompt"]
+__all__ = [
+    "ChatPrompt",
+    "Delta",
+    "EngineClient",
+    "Finished",
+    "RequestStream",
+    "SamplingParams",
+    "TextPrompt",
+    "TokenLogprob",
+]

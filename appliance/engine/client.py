@@ -2,7 +2,8 @@
 
 `EngineClient.submit()` sends a request and waits for the engine to accept it (so a bad prompt is a
 clean 4xx before any response starts), then returns a `RequestStream` to iterate `Delta`s and the
-final `Finished`. Closing the stream early cancels the request inside the pipeline.
+`Finished` of each returned sequence. Closing the stream early cancels the request inside the
+pipeline. `tokenize()` / `detokenize()` use the engine's tokenizer without generating.
 
 The event loop never blocks on the engine: frames from the engine are read with `loop.add_reader`,
 frames to it are written by a thread (a large prompt must not wait for the pipe buffer on the loop).
@@ -28,6 +29,8 @@ from appliance.engine.messages import (
     Cancel,
     ChatPrompt,
     Delta,
+    Detokenize,
+    Detokenized,
     Finished,
     LoadFailed,
     Ready,
@@ -37,13 +40,16 @@ from appliance.engine.messages import (
     Stats,
     Submit,
     TextPrompt,
+    Tokenize,
+    Tokenized,
     decode_from_engine,
+    encode_to_engine,
     encoder,
 )
 from appliance.metrics import Metrics
 from appliance.errors import ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
 
-__all__ = ["EngineClient", "RequestStream"]
+__all__ = ["EngineClient", "RequestStream", "Reservation"]
 
 log = logging.getLogger("appliance.engine")
 
@@ -53,13 +59,19 @@ _RESTART_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 class RequestStream:
-    """The events of one accepted request: `Delta`s, then exactly one `Finished`."""
+    """The events of one accepted request: `Delta`s and one `Finished` per sequence (`sequences`
+    of them, told apart by `index`), or a single `Finished` with reason error/cancelled."""
 
-    def __init__(self, client: EngineClient, request_id: int, prompt_tokens: int) -> None:
+    def __init__(self, client: EngineClient, request_id: int, prompt_tokens: int, sequences: int = 1) -> None:
         self._client = client
         self.request_id = request_id
         self.prompt_tokens = prompt_tokens
+        self.prompt_tail = ""
+        self.sequences = sequences
         self._events: asyncio.Queue[Delta | Finished] = asyncio.Queue()
+        self._yielded = _Completion(sequences)
+        self._arrived = _Completion(sequences)
+        self._tokens_by_index: dict[int, int] = {}
         self.done = False
         # Timings and totals, for metrics and the request log.
         self.submitted_at = time.monotonic()
@@ -75,7 +87,7 @@ class RequestStream:
     async def _iterate(self) -> AsyncIterator[Delta | Finished]:
         while not self.done:
             event = await self._events.get()
-            if isinstance(event, Finished):
+            if self._yielded.completed_by(event):
                 self.done = True
             yield event
 
@@ -84,6 +96,41 @@ class RequestStream:
         if not self.done:
             self.done = True
             self._client._cancel(self.request_id)
+
+
+class _Completion:
+    """Counts `Finished` events until a request with `sequences` sequences is complete."""
+
+    def __init__(self, sequences: int) -> None:
+        self.remaining = sequences
+
+    def completed_by(self, event: Delta | Finished) -> bool:
+        if not isinstance(event, Finished):
+            return False
+        self.remaining -= 1
+        return self.remaining <= 0 or event.finish_reason in ("error", "cancelled")
+
+
+class Reservation:
+    """A place in a model's queue, held from `EngineClient.reserve()` until `submit` or `release`.
+
+    Use it as a context manager so the place is given back if preparing the request fails.
+    """
+
+    def __init__(self, client: EngineClient) -> None:
+        self._client = client
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._client._reserved -= 1
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 class EngineClient:
@@ -102,10 +149,13 @@ class EngineClient:
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self.load_error = ""
+        self.vision_tokens: tuple[str, ...] = ()
+        """Vision graphs: the model's own image marker tokens (known once loaded)."""
+        self._reserved = 0
         self._on_fatal = on_fatal
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn = None
-        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
         self._pending: dict[int, asyncio.Future[Accepted]] = {}
         self._streams: dict[int, RequestStream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,7 +177,8 @@ class EngineClient:
 
     @property
     def in_flight(self) -> int:
-        return len(self._streams)
+        """Requests submitted and not finished, plus those holding a `reserve()`d place."""
+        return len(self._streams) + self._reserved
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -176,28 +227,52 @@ class EngineClient:
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def submit(self, prompt: ChatPrompt | TextPrompt, params: SamplingParams) -> RequestStream:
-        """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
+    def reserve(self) -> Reservation:
+        """Admit a request now and hold its place in the queue while it is prepared (its images
+        fetched and decoded), so a request the server will refuse costs no preparation; pass it to
+        `submit`. Raises ModelNotReady or Overloaded like `submit`."""
+        self._admit()
+        self._reserved += 1
+        return Reservation(self)
+
+    def _admit(self) -> None:
         if self.state != "ready":
             raise ModelNotReady(
                 f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5
             )
-        # Checked and reserved with no await in between: concurrent submits cannot overshoot.
         if self.in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
                 f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; "
                 "try again shortly.",
                 retry_after=1,
             )
+
+    async def submit(
+        self,
+        prompt: ChatPrompt | TextPrompt,
+        params: SamplingParams,
+        *,
+        reservation: Reservation | None = None,
+    ) -> RequestStream:
+        """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
+        # Checked and reserved with no await in between: concurrent submits cannot overshoot.
+        if reservation is not None and reservation.held:
+            if self.state != "ready":
+                raise ModelNotReady(f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5)
+            reservation.release()  # its place passes to the stream registered below
+        else:
+            self._admit()
         request_id = next(_ids)
         # Registered before the engine answers: its first deltas may arrive with the accept.
-        stream = RequestStream(self, request_id, 0)
+        stream = RequestStream(self, request_id, 0, sequences=params.n)
         accepted: asyncio.Future[Accepted] = self._loop.create_future()
         self._streams[request_id] = stream
         self._pending[request_id] = accepted
-        self._outbox.put(encoder.encode(Submit(request_id=request_id, prompt=prompt, params=params)))
+        for frame in encode_to_engine(Submit(request_id=request_id, prompt=prompt, params=params)):
+            self._outbox.put(frame)
         try:
-            stream.prompt_tokens = (await accepted).prompt_tokens
+            answer = await accepted
+            stream.prompt_tokens, stream.prompt_tail = answer.prompt_tokens, answer.prompt_tail
         except asyncio.CancelledError:
             stream.cancel()  # the client left before the engine answered
             raise
@@ -207,6 +282,26 @@ class EngineClient:
         finally:
             self._pending.pop(request_id, None)
         return stream
+
+    async def tokenize(self, prompt: ChatPrompt | TextPrompt, *, add_special_tokens: bool) -> Tokenized:
+        """The prompt's tokens (a chat prompt rendered with the template first)."""
+        return await self._ask(lambda request_id: Tokenize(request_id, prompt, add_special_tokens))
+
+    async def detokenize(self, tokens: list[int]) -> str:
+        answer = await self._ask(lambda request_id: Detokenize(request_id, tokens))
+        return answer.text
+
+    async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
+        if self.state != "ready":
+            raise ModelNotReady(f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5)
+        request_id = next(_ids)
+        answer: asyncio.Future = self._loop.create_future()
+        self._pending[request_id] = answer
+        self._outbox.put(encoder.encode(command(request_id)))
+        try:
+            return await answer
+        finally:
+            self._pending.pop(request_id, None)
 
     def _cancel(self, request_id: int) -> None:
         stream = self._streams.pop(request_id, None)
@@ -236,6 +331,7 @@ class EngineClient:
             self._update_gauges()
         elif isinstance(message, Ready):
             self.max_context = message.max_context
+            self.vision_tokens = tuple(message.vision_tokens)
             self.state = "ready"
             self._ever_ready = True
             self._restarts = 0
@@ -248,11 +344,11 @@ class EngineClient:
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id
-        if isinstance(event, Accepted | Rejected):
+        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized):
             future = self._pending.get(request_id)
             if future is None or future.done():
                 return
-            if isinstance(event, Accepted):
+            if not isinstance(event, Rejected):
                 future.set_result(event)
             else:
                 error = ContextLengthExceeded if event.code == "context_length_exceeded" else InvalidRequest
@@ -261,14 +357,16 @@ class EngineClient:
         stream = self._streams.get(request_id)
         if stream is None:  # cancelled on this side; the engine has been told
             return
-        if isinstance(event, Finished):
+        complete = stream._arrived.completed_by(event)
+        if complete:
             del self._streams[request_id]
-        self._observe(stream, event)
+        self._observe(stream, event, complete)
         stream._events.put_nowait(event)
 
-    def _observe(self, stream: RequestStream, event: Delta | Finished) -> None:
+    def _observe(self, stream: RequestStream, event: Delta | Finished, complete: bool) -> None:
         now = time.monotonic()
-        tokens = event.tokens if isinstance(event, Delta) else event.completion_tokens
+        stream._tokens_by_index[event.index] = event.tokens if isinstance(event, Delta) else event.completion_tokens
+        tokens = sum(stream._tokens_by_index.values())
         new_tokens = tokens - stream.tokens_seen
         metrics, model = self._metrics, self.name
         if new_tokens > 0:
@@ -282,17 +380,18 @@ class EngineClient:
                     metrics.inter_token_latency.labels(model).observe(gap)
             stream.last_token_at = now
             stream.tokens_seen = tokens
-        if isinstance(event, Finished):
-            stream.completion_tokens = event.completion_tokens
+        if complete:
+            completion_tokens = tokens
+            stream.completion_tokens = completion_tokens
             stream.finish_reason = event.finish_reason
             if metrics:
                 metrics.requests.labels(model, event.finish_reason).inc()
                 metrics.prompt_tokens.labels(model).inc(event.prompt_tokens)
-                metrics.generation_tokens.labels(model).inc(event.completion_tokens)
+                metrics.generation_tokens.labels(model).inc(completion_tokens)
                 metrics.e2e_latency.labels(model).observe(now - stream.submitted_at)
-                if event.completion_tokens > 1 and stream.first_token_at is not None:
+                if completion_tokens > 1 and stream.first_token_at is not None:
                     metrics.time_per_output_token.labels(model).observe(
-                        (now - stream.first_token_at) / (event.completion_tokens - 1)
+                        (now - stream.first_token_at) / (completion_tokens - 1)
                     )
 
     def _update_gauges(self) -> None:
@@ -366,7 +465,7 @@ class EngineClient:
             self.start()
 
 
-def _write_frames(conn, outbox: queue.SimpleQueue[bytes | None]) -> None:
+def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:
     # send_bytes blocks (GIL released) when the pipe is full; that wait belongs here, not on the loop.
     try:
         while (frame := outbox.get()) is not None:

@@ -10,20 +10,46 @@ __all__ = ["generation_config"]
 
 
 def generation_config(params: SamplingParams, max_new_tokens: int, *, eos_token_id: int) -> openvino_genai.GenerationConfig:
-    """The pipeline's config for one request. Always sets max_new_tokens (its default is 2^64-1)."""
+    """The pipeline's config for one request. Always sets max_new_tokens (its default is 2^64-1).
+
+    Raises (from `validate()`) on a combination the pipeline refuses, before the request is added.
+    """
     config = openvino_genai.GenerationConfig()
     config.max_new_tokens = max_new_tokens
-    config.eos_token_id = eos_token_id
+    config.min_new_tokens = min(params.min_new_tokens, max_new_tokens)
     config.ignore_eos = params.ignore_eos
     if params.stop:
         config.stop_strings = set(params.stop)
-        config.include_stop_str_in_output = False
-    if params.temperature > 0:
+        # The engine then holds back text that may start a stop string and keeps the whole match;
+        # the worker cuts the output at the exact character where the stop string begins (the
+        # engine's own exclusion works on whole tokens and can leave part of it behind).
+        config.include_stop_str_in_output = True
+    if params.stop_token_ids:
+        config.stop_token_ids = set(params.stop_token_ids)
+    config.set_eos_token_id(eos_token_id)  # also makes it a stop token, as validate() expects
+    config.repetition_penalty = params.repetition_penalty
+    config.presence_penalty = params.presence_penalty
+    config.frequency_penalty = params.frequency_penalty
+    if params.logprobs:
+        config.logprobs = 1  # the chosen token's: the only one this engine computes
+    if params.best_of > 1:
+        config.do_sample = False
+        config.num_beams = params.best_of
+        config.num_return_sequences = params.n
+        config.length_penalty = params.length_penalty
+    elif params.temperature > 0:
         config.do_sample = True
         config.temperature = params.temperature
         config.top_p = params.top_p
+        if params.top_k > 0:
+            config.top_k = params.top_k
+        config.min_p = params.min_p
+        config.num_return_sequences = params.n
         if params.seed is not None:
             config.rng_seed = params.seed % 2**64
     else:
         config.do_sample = False
+    if params.grammar is not None:
+        config.structured_output_config = openvino_genai.StructuredOutputConfig(grammar=params.grammar)
+    config.validate()
     return config

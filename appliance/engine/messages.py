@@ -1,13 +1,16 @@
 """The channel between the server process and an engine process: msgspec-encoded messages.
 
-Parent -> engine: `Submit`, `Cancel`, `Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once,
-then `Batch`es of per-request events (`Accepted`, `Rejected`, `Delta`, `Finished`) and engine
-`Stats`. Each message is one `send_bytes` frame.
+Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Shutdown`. Engine -> parent:
+`Ready` or `LoadFailed` once, then `Batch`es of per-request events (`Accepted`, `Rejected`,
+`Delta`, `Finished`, `Tokenized`, `Detokenized`) and engine `Stats`. Each message is one
+`send_bytes` frame, except a Submit with images, whose pixels follow in raw frames
+(`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
+one `Finished` per sequence, told apart by `index`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,8 +20,11 @@ __all__ = [
     "Cancel",
     "ChatPrompt",
     "Delta",
+    "Detokenize",
+    "Detokenized",
     "EngineEvent",
     "Finished",
+    "ImageData",
     "LoadFailed",
     "Ready",
     "Rejected",
@@ -27,8 +33,13 @@ __all__ = [
     "Stats",
     "Submit",
     "TextPrompt",
+    "TokenLogprob",
+    "Tokenize",
+    "Tokenized",
     "decode_from_engine",
+    "ToEngineDecoder",
     "decode_to_engine",
+    "encode_to_engine",
     "encoder",
 ]
 
@@ -38,17 +49,58 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
 
     max_new_tokens: int | None
     """None: as many as the context allows, up to max_tokens_limit."""
+    min_new_tokens: int = 0
     temperature: float = 1.0
+    """0: greedy decoding."""
     top_p: float = 1.0
+    top_k: int = 0
+    """0: all tokens."""
+    min_p: float = 0.0
     seed: int | None = None
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop_str_in_output: bool = False
     ignore_eos: bool = False
+    n: int = 1
+    """Sequences returned (each a choice)."""
+    best_of: int = 1
+    """Above 1: beam search with this many beams, the best `n` returned."""
+    length_penalty: float = 1.0
+    logprobs: bool = False
+    """Report each chosen token's log probability (the engine knows no alternatives)."""
+    skip_special_tokens: bool = True
+    grammar: str | None = None
+    """An EBNF grammar (written by `appliance.grammar`) the output must match."""
+
+
+class ImageData(msgspec.Struct, frozen=True):
+    """A decoded image: RGB, 8 bits per channel, rows top to bottom (`height * width * 3` bytes).
+
+    On the pipe `pixels` is empty in the Submit and travels in a raw frame of its own (see
+    `encode_to_engine`); the engine gets a view of that frame, not a copy.
+    """
+
+    width: int
+    height: int
+    pixels: memoryview
 
 
 class ChatPrompt(msgspec.Struct, frozen=True, tag="chat"):
     """Messages rendered with the model's chat template inside the engine."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
+    images: list[ImageData] = []
+    """Vision graphs: the images, in the order of the `<ov_genai_image_N>` tags in `messages`."""
+    tools: list[dict[str, Any]] | None = None
+    """Tool definitions for the template's `tools` variable."""
+    template_kwargs: dict[str, Any] = {}
+    """Extra variables for the chat template (`chat_template_kwargs`)."""
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    """Render the last (assistant) message open, so generation continues it."""
 
 
 class TextPrompt(msgspec.Struct, frozen=True, tag="text"):
@@ -71,12 +123,27 @@ class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
     pass
 
 
-ToEngine = Submit | Cancel | Shutdown
+class Tokenize(msgspec.Struct, frozen=True, tag="tokenize"):
+    """Tokenize a prompt (chat prompts are rendered with the template first); nothing generates."""
+
+    request_id: int
+    prompt: ChatPrompt | TextPrompt
+    add_special_tokens: bool = False
+
+
+class Detokenize(msgspec.Struct, frozen=True, tag="detokenize"):
+    request_id: int
+    tokens: list[int]
+
+
+ToEngine = Submit | Cancel | Tokenize | Detokenize | Shutdown
 
 
 class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
     request_id: int
     prompt_tokens: int
+    prompt_tail: str = ""
+    """The end of the rendered prompt (e.g. an opened `<think>` the output continues)."""
 
 
 class Rejected(msgspec.Struct, frozen=True, tag="rejected"):
@@ -88,11 +155,24 @@ class Rejected(msgspec.Struct, frozen=True, tag="rejected"):
     param: str | None = None
 
 
+class TokenLogprob(msgspec.Struct, frozen=True, array_like=True):
+    """One generated token: its text, log probability and exact bytes (a token may hold part of
+    a UTF-8 character; its text then shows the bytes as `\\xNN` escapes)."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
 class Delta(msgspec.Struct, frozen=True, tag="delta"):
     request_id: int
     text: str
     tokens: int
     """Tokens generated so far (the text may lag behind while a UTF-8 sequence is incomplete)."""
+    index: int = 0
+    """Which of the request's sequences (0..n-1)."""
+    logprobs: list[TokenLogprob] | None = None
+    """With `SamplingParams.logprobs`: the tokens whose text is in this delta."""
 
 
 class Finished(msgspec.Struct, frozen=True, tag="finished"):
@@ -100,12 +180,26 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
     finish_reason: Literal["stop", "length", "cancelled", "error"]
     prompt_tokens: int
     completion_tokens: int
+    """Of this sequence."""
     text: str = ""
     """Text flushed at the end (held-back bytes of the detokenizer)."""
     error: str = ""
+    index: int = 0
+    logprobs: list[TokenLogprob] | None = None
 
 
-EngineEvent = Accepted | Rejected | Delta | Finished
+class Tokenized(msgspec.Struct, frozen=True, tag="tokenized"):
+    request_id: int
+    tokens: list[int]
+    token_strs: list[str]
+
+
+class Detokenized(msgspec.Struct, frozen=True, tag="detokenized"):
+    request_id: int
+    text: str
+
+
+EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized
 
 
 class Batch(msgspec.Struct, frozen=True, tag="batch"):
@@ -115,6 +209,8 @@ class Batch(msgspec.Struct, frozen=True, tag="batch"):
 class Ready(msgspec.Struct, frozen=True, tag="ready"):
     max_context: int
     load_seconds: float
+    vision_tokens: list[str] = []
+    """Vision graphs: the model's own image/video marker tokens, refused in user text."""
 
 
 class LoadFailed(msgspec.Struct, frozen=True, tag="load_failed"):
@@ -140,6 +236,46 @@ _from_engine = msgspec.msgpack.Decoder(FromEngine)
 
 def decode_to_engine(data: bytes) -> ToEngine:
     return _to_engine.decode(data)
+
+
+def _image_submit(message: object) -> bool:
+    return isinstance(message, Submit) and isinstance(message.prompt, ChatPrompt) and bool(message.prompt.images)
+
+
+def encode_to_engine(message: ToEngine) -> list[bytes | memoryview]:
+    """The frames of `message`: one msgpack frame, then, for a Submit with images, one raw frame of
+    pixels per image. The pixels go into the pipe as they are: msgpack-encoding them would copy
+    megabytes on the event loop while holding the GIL (~30 ms for a 12 MP photo)."""
+    if not _image_submit(message):
+        return [encoder.encode(message)]
+    images = message.prompt.images
+    shapes = [ImageData(width=image.width, height=image.height, pixels=memoryview(b"")) for image in images]
+    head = msgspec.structs.replace(message, prompt=msgspec.structs.replace(message.prompt, images=shapes))
+    return [encoder.encode(head), *(image.pixels for image in images)]
+
+
+class ToEngineDecoder:
+    """Reassembles the messages `encode_to_engine` framed; `feed` returns each once complete."""
+
+    def __init__(self) -> None:
+        self._pending: Submit | None = None
+        self._pixels: list[memoryview] = []
+
+    def feed(self, frame: bytes) -> ToEngine | None:
+        if self._pending is None:
+            message = _to_engine.decode(frame)
+            if not _image_submit(message):
+                return message
+            self._pending, self._pixels = message, []
+            return None
+        self._pixels.append(memoryview(frame))
+        submit = self._pending
+        images = submit.prompt.images
+        if len(self._pixels) < len(images):
+            return None
+        self._pending = None
+        filled = [msgspec.structs.replace(image, pixels=pixels) for image, pixels in zip(images, self._pixels)]
+        return msgspec.structs.replace(submit, prompt=msgspec.structs.replace(submit.prompt, images=filled))
 
 
 def decode_from_engine(data: bytes) -> FromEngine:

@@ -21,7 +21,11 @@ def scheduler_config(graph: Graph) -> openvino_genai.SchedulerConfig:
 
 
 def load_pipeline(graph: Graph) -> openvino_genai.ContinuousBatchingPipeline:
-    """The continuous-batching pipeline the graph describes (compiles the model: seconds to minutes)."""
+    """The continuous-batching pipeline the graph describes (compiles the model: seconds to minutes).
+
+    LM_CB and VLM_CB graphs alike: given a vision-language export, the same class loads the image
+    encoder too and takes images in `add_request` (see `vlm.py`).
+    """
     return openvino_genai.ContinuousBatchingPipeline(
         str(graph.model_dir), scheduler_config(graph), graph.device, dict(graph.plugin_config)
     )

@@ -14,28 +14,33 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from appliance.config import Graph
 from appliance.engine.generation import generation_config
+from appliance.engine.outputs import RequestOutputs, TokenTexts
 from appliance.engine.pipelines import load_pipeline
+from appliance.engine.prompts import PromptError, render_chat
+from appliance.engine.vlm import VisionInputError, VisionRequests
 from appliance.engine.messages import (
     Accepted,
     Batch,
     Cancel,
     ChatPrompt,
-    Delta,
+    Detokenize,
+    Detokenized,
     EngineEvent,
-    Finished,
     LoadFailed,
     Ready,
     Rejected,
     Shutdown,
     Stats,
     Submit,
-    decode_to_engine,
+    Tokenize,
+    Tokenized,
+    ToEngineDecoder,
     encoder,
 )
 
@@ -53,8 +58,15 @@ def main(graph: Graph, conn: Connection) -> None:
     except Exception as exc:  # any load failure is reported, the process then exits
         conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
         return
+    vision_tokens = engine.vision.native_tokens if engine.vision is not None else []
     conn.send_bytes(
-        encoder.encode(Ready(max_context=engine.max_context, load_seconds=time.monotonic() - started))
+        encoder.encode(
+            Ready(
+                max_context=engine.max_context,
+                load_seconds=time.monotonic() - started,
+                vision_tokens=vision_tokens,
+            )
+        )
     )
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
@@ -63,9 +75,12 @@ def main(graph: Graph, conn: Connection) -> None:
 
 def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
     # recv_bytes releases the GIL while it waits; EOF means the server is gone: stop.
+    decoder = ToEngineDecoder()
     try:
         while True:
-            inbox.put(decode_to_engine(conn.recv_bytes()))
+            message = decoder.feed(conn.recv_bytes())
+            if message is not None:
+                inbox.put(message)
     except (EOFError, OSError):
         inbox.put(Shutdown())
 
@@ -74,10 +89,7 @@ def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
 class _Active:
     handle: object
     prompt_tokens: int
-    streamer: object
-    chunks: list[str] = field(default_factory=list)
-    generated: int = 0
-    reported: int = 0
+    outputs: RequestOutputs
     cancelled: bool = False
 
 
@@ -91,6 +103,8 @@ class _Engine:
         self.tokenizer = self.pipe.get_tokenizer()
         self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
         self.eos_token_id = self.tokenizer.get_eos_token_id()
+        self.token_texts = TokenTexts(self.tokenizer)
+        self.vision = VisionRequests(graph, self.tokenizer) if graph.pipeline_kind == "VLM_CB" else None
         self.active: dict[int, _Active] = {}
         self.steps = 0
 
@@ -133,17 +147,59 @@ class _Engine:
             if active is not None:
                 active.cancelled = True
                 active.handle.cancel()
+        elif isinstance(command, Tokenize | Detokenize):
+            events.append(self._tokenize(command))
+
+    def _tokenize(self, command: Tokenize | Detokenize) -> EngineEvent:
+        try:
+            if isinstance(command, Detokenize):
+                unknown = [token for token in command.tokens if not self.token_texts.known(token)]
+                if unknown:
+                    return Rejected(
+                        request_id=command.request_id,
+                        message=f"Token id {unknown[0]} is not in this model's vocabulary.",
+                        code="invalid_value",
+                        param="tokens",
+                    )
+                return Detokenized(request_id=command.request_id, text=self.tokenizer.decode(command.tokens))
+            prompt = command.prompt
+            text = render_chat(self.tokenizer, prompt) if isinstance(prompt, ChatPrompt) else prompt.text
+            ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
+            strs = [self.token_texts.entry(int(token), 0.0).token for token in ids]
+            return Tokenized(request_id=command.request_id, tokens=[int(token) for token in ids], token_strs=strs)
+        except PromptError as exc:
+            return Rejected(request_id=command.request_id, message=str(exc), code="invalid_prompt", param=exc.param)
+        except Exception as exc:
+            return Rejected(
+                request_id=command.request_id,
+                message=f"The tokenizer failed: {_reason(exc)}",
+                code="invalid_prompt",
+                param="tokens" if isinstance(command, Detokenize) else None,
+            )
 
     def _submit(self, submit: Submit) -> EngineEvent:
         try:
             if isinstance(submit.prompt, ChatPrompt):
-                text = self.tokenizer.apply_chat_template(
-                    submit.prompt.messages, add_generation_prompt=True
-                )
+                text = render_chat(self.tokenizer, submit.prompt)
             else:
                 text = submit.prompt.text
-            # The chat template already holds any BOS token: do not add special tokens again.
-            input_ids = self.tokenizer.encode(text, add_special_tokens=False).input_ids
+            if self.vision is not None:
+                images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
+                vision_request = self.vision.prepare(text, images)
+                prompt_tokens = vision_request.prompt_tokens
+            else:
+                # The chat template already holds any BOS token: do not add special tokens again.
+                input_ids = self.tokenizer.encode(text, add_special_tokens=False).input_ids
+                prompt_tokens = int(input_ids.get_shape()[-1])
+        except VisionInputError as exc:
+            return Rejected(
+                request_id=submit.request_id,
+                message=f"The images cannot be used with this model: {exc}.",
+                code="invalid_image",
+                param="messages",
+            )
+        except PromptError as exc:
+            return Rejected(request_id=submit.request_id, message=str(exc), code="invalid_prompt", param=exc.param)
         except Exception as exc:
             return Rejected(
                 request_id=submit.request_id,
@@ -151,7 +207,6 @@ class _Engine:
                 code="invalid_prompt",
                 param="messages" if isinstance(submit.prompt, ChatPrompt) else "prompt",
             )
-        prompt_tokens = int(input_ids.get_shape()[-1])
         params = submit.params
         room = self.max_context - prompt_tokens
         max_new_tokens = params.max_new_tokens
@@ -169,59 +224,54 @@ class _Engine:
                 code="context_length_exceeded",
                 param="messages" if isinstance(submit.prompt, ChatPrompt) else "prompt",
             )
-        config = generation_config(params, max_new_tokens, eos_token_id=self.eos_token_id)
-        handle = self.pipe.add_request(submit.request_id, input_ids, config)
-        active = _Active(handle=handle, prompt_tokens=prompt_tokens, streamer=None)
-        # TextStreamer holds back bytes of an incomplete UTF-8 sequence (per-token decode gives U+FFFD).
-        active.streamer = self._genai.TextStreamer(
-            self.tokenizer,
-            lambda chunk, sink=active.chunks: sink.append(chunk) or self._genai.StreamingStatus.RUNNING,
-        )
-        self.active[submit.request_id] = active
-        return Accepted(request_id=submit.request_id, prompt_tokens=prompt_tokens)
+        try:
+            config = generation_config(params, max_new_tokens, eos_token_id=self.eos_token_id)
+        except Exception as exc:  # the pipeline's own validation: refuse before add_request
+            return Rejected(
+                request_id=submit.request_id,
+                message=f"The generation parameters are not supported together: {_reason(exc)}",
+                code="invalid_value",
+            )
+        if self.vision is not None:
+            try:
+                handle = self.vision.add_request(self.pipe, submit.request_id, vision_request, config)
+            except Exception as exc:  # raised before the request joins the pipeline, which stays usable
+                return Rejected(
+                    request_id=submit.request_id,
+                    message=f"The pipeline could not prepare the request's images: {_reason(exc)}",
+                    code="invalid_image",
+                    param="messages",
+                )
+        else:
+            handle = self.pipe.add_request(submit.request_id, input_ids, config)
+        outputs = RequestOutputs(self._genai, self.tokenizer, params, self.token_texts, self.eos_token_id)
+        self.active[submit.request_id] = _Active(handle=handle, prompt_tokens=prompt_tokens, outputs=outputs)
+        return Accepted(request_id=submit.request_id, prompt_tokens=prompt_tokens, prompt_tail=text[-64:])
 
     def _collect(self, events: list[EngineEvent]) -> None:
         genai = self._genai
         finished_ids = []
         for request_id, active in self.active.items():
             handle = active.handle
-            finish_reason = None
-            if handle.can_read():
-                for output in handle.read().values():
-                    for token in output.generated_ids:
-                        active.streamer.write(token)
-                    active.generated += len(output.generated_ids)
-                    if output.finish_reason == genai.GenerationFinishReason.LENGTH:
-                        finish_reason = "length"
-                    elif output.finish_reason == genai.GenerationFinishReason.STOP:
-                        finish_reason = "stop"
+            done = active.outputs.read(handle.read()) if handle.can_read() else False
             status = handle.get_status()
-            if status == genai.GenerationStatus.RUNNING and finish_reason is None:
-                # A Delta per step with new tokens, even when the detokenizer holds their text back
-                # (incomplete UTF-8): token counts and timings stay exact.
-                if active.chunks or active.generated > active.reported:
-                    events.append(
-                        Delta(request_id=request_id, text="".join(active.chunks), tokens=active.generated)
-                    )
-                    active.chunks.clear()
-                    active.reported = active.generated
+            if status == genai.GenerationStatus.RUNNING and not done:
+                events.extend(active.outputs.deltas(request_id))
                 continue
             # A cancelled request reads back as IGNORED in this release: trust our own flag first.
+            failure = None
             if active.cancelled or status in (genai.GenerationStatus.CANCEL, genai.GenerationStatus.STOP):
-                finish_reason = "cancelled"
+                failure = "cancelled"
             elif status == genai.GenerationStatus.IGNORED:
-                finish_reason = "error"
-            active.streamer.end()
-            events.append(
-                Finished(
-                    request_id=request_id,
-                    finish_reason=finish_reason or "stop",
-                    prompt_tokens=active.prompt_tokens,
-                    completion_tokens=active.generated,
-                    text="".join(active.chunks),
-                    error="the scheduler could not fit the request in the KV cache"
-                    if finish_reason == "error"
-                    else "",
+                failure = "error"
+            events.extend(
+                active.outputs.finish(
+                    request_id,
+                    active.prompt_tokens
+                    if self.vision is None
+                    else self.vision.final_prompt_tokens(handle, active.prompt_tokens),
+                    failure=failure,
+                    error="the scheduler could not fit the request in the KV cache" if failure == "error" else "",
                 )
             )
             finished_ids.append(request_id)
@@ -246,3 +296,9 @@ def _model_context(model_dir: Path) -> int:
         return 4096
     text_config = config.get("text_config", config)
     return int(text_config.get("max_position_embeddings") or 4096)
+
+
+def _reason(exc: Exception) -> str:
+    # OpenVINO's messages open with a C++ source location; the reason is on the last line.
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -2,40 +2,53 @@
 
 Wire names and field order follow the OpenAI API reference. Request structs declare every field
 the appliance honours and refuse any other (OpenAI itself refuses unrecognized arguments), so no
-parameter is ever silently ignored.
+parameter is ever silently ignored. Extensions (vLLM/OVMS names, sent with the SDK's `extra_body`)
+follow the OpenAI fields. Ranges are the reference's; limits that depend on the model's graph
+(max_tokens_limit, best_of_limit, max_stop_sequences) are checked by the service.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 __all__ = [
     "AssistantMessage",
     "ChatCompletion",
+    "ChatCompletionTokenLogprob",
     "ChatCompletionChunk",
     "ChatCompletionMessage",
     "ChatCompletionRequest",
     "Choice",
     "ChoiceDelta",
+    "ChoiceDeltaToolCall",
+    "ChoiceLogprobs",
     "ChunkChoice",
     "Completion",
     "CompletionChoice",
     "CompletionRequest",
     "CompletionUsage",
+    "FunctionDefinition",
     "ImageURL",
     "ImageURLPart",
     "Message",
     "Model",
     "ModelList",
+    "NamedToolChoice",
+    "ResponseFormat",
     "StreamOptions",
+    "StructuredOutputs",
     "SystemMessage",
     "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolMessage",
     "UserMessage",
 ]
 
-MAX_STOP_SEQUENCES = 4
+MAX_STOP_SEQUENCES = 64
+"""A sanity cap; each graph's `limits.max_stop_sequences` (default 4, as OpenAI) applies first."""
 
 Temperature = Annotated[float, Meta(ge=0, le=2)]
 TopP = Annotated[float, Meta(gt=0, le=1)]
@@ -43,6 +56,10 @@ MaxTokens = Annotated[int, Meta(ge=1)]
 Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 StopSequence = Annotated[str, Meta(min_length=1)]
 Stop = StopSequence | Annotated[list[StopSequence], Meta(max_length=MAX_STOP_SEQUENCES)]
+Penalty = Annotated[float, Meta(ge=-2, le=2)]
+Choices = Annotated[int, Meta(ge=1, le=128)]
+TokenId = Annotated[int, Meta(ge=0)]
+Identifier = Annotated[str, Meta(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 
 
 class _Request(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -68,13 +85,23 @@ class ImageURLPart(_Request, tag_field="type", tag="image_url"):
 ContentPart = TextPart | ImageURLPart
 
 
+class TextOnlyPart(TextPart, tag=False, tag_field=None):
+    """A part of content that can only be text. msgspec treats the tag of a tagged struct outside a
+    union as optional; here `type` is a plain field, so it is required like everywhere else."""
+
+    type: Literal["text"]
+
+
+TextContent = str | list[TextOnlyPart]
+
+
 class SystemMessage(_Request, tag_field="role", tag="system"):
-    content: str | list[TextPart]
+    content: TextContent
     name: str | UnsetType = UNSET
 
 
 class DeveloperMessage(_Request, tag_field="role", tag="developer"):
-    content: str | list[TextPart]
+    content: TextContent
     name: str | UnsetType = UNSET
 
 
@@ -83,12 +110,100 @@ class UserMessage(_Request, tag_field="role", tag="user"):
     name: str | UnsetType = UNSET
 
 
+class FunctionCall(_Request):
+    name: str
+    arguments: str
+    """JSON text, as the model wrote it."""
+
+
+class ToolCall(_Request):
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
 class AssistantMessage(_Request, tag_field="role", tag="assistant"):
-    content: str | list[TextPart] | None = None
+    content: TextContent | None = None
     name: str | UnsetType = UNSET
+    tool_calls: list[ToolCall] | None = None
+    refusal: None = None
+    """Sent back by clients that return the SDK's message object as is; always null here."""
+    reasoning_content: str | None = None
+    """Extension: the reasoning a previous answer returned, for templates that render it."""
 
 
-Message = SystemMessage | DeveloperMessage | UserMessage | AssistantMessage
+class ToolMessage(_Request, tag_field="role", tag="tool"):
+    content: TextContent
+    tool_call_id: str
+
+
+Message = SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage
+
+
+# --- tools and output formats ----------------------------------------------------------------
+
+
+class FunctionDefinition(_Request):
+    name: Identifier
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    """A JSON schema of the arguments (an object); absent: no arguments."""
+    strict: bool | None = None
+    """Accepted for compatibility: forced calls (tool_choice required/named) always follow the schema."""
+
+
+class Tool(_Request):
+    function: FunctionDefinition
+    type: Literal["function"] = "function"
+
+
+class ToolChoiceFunction(_Request):
+    name: str
+
+
+class NamedToolChoice(_Request):
+    function: ToolChoiceFunction
+    type: Literal["function"] = "function"
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class JSONSchema(_Request):
+    name: Identifier
+    description: str | None = None
+    schema: dict[str, Any] | bool | None = None
+    """Absent: any JSON object."""
+    strict: bool | None = None
+    """Accepted for compatibility: the schema is always enforced."""
+
+
+class ResponseFormatText(_Request, tag_field="type", tag="text"):
+    pass
+
+
+class ResponseFormatJSONObject(_Request, tag_field="type", tag="json_object"):
+    pass
+
+
+class ResponseFormatJSONSchema(_Request, tag_field="type", tag="json_schema"):
+    json_schema: JSONSchema
+
+
+ResponseFormat = ResponseFormatText | ResponseFormatJSONObject | ResponseFormatJSONSchema
+
+
+class StructuredOutputs(_Request):
+    """Extension (vLLM's `structured_outputs`): exactly one constraint on the generated text."""
+
+    json: dict[str, Any] | bool | None = None
+    """A JSON schema."""
+    regex: str | None = None
+    """The whole output matches this (Python syntax) regular expression."""
+    choice: Annotated[list[str], Meta(min_length=1)] | None = None
+    """The output is exactly one of these strings."""
+    grammar: str | None = None
+    """An EBNF grammar (xgrammar/GBNF syntax, start rule `root`)."""
 
 
 # --- requests --------------------------------------------------------------------------------
@@ -98,45 +213,75 @@ class StreamOptions(_Request):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_Request):
+class _Sampling(_Request, kw_only=True):
+    """Parameters shared by chat and text completions, OpenAI's first, then extensions."""
+
+    frequency_penalty: Penalty | None = None
+    logit_bias: dict[str, float] | None = None
+    """Refused unless empty: the engine has no way to bias logits."""
+    n: Choices = 1
+    presence_penalty: Penalty | None = None
+    seed: Seed | None = None
+    stop: Stop | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    user: str | None = None
+    # Extensions (vLLM / OVMS names).
+    top_k: Annotated[int, Meta(ge=-1)] | None = None
+    """-1 or 0: all tokens."""
+    min_p: Annotated[float, Meta(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[float, Meta(gt=0, le=10)] | None = None
+    ignore_eos: bool = False
+    """Keep generating past the end-of-sequence token up to max_tokens."""
+    min_tokens: Annotated[int, Meta(ge=0)] = 0
+    stop_token_ids: Annotated[list[TokenId], Meta(max_length=MAX_STOP_SEQUENCES)] | None = None
+    include_stop_str_in_output: bool | None = None
+    """Default: false without streaming, true with it (as OVMS; false with streaming is refused)."""
+    skip_special_tokens: bool | None = None
+    """Default true, except when tool calls are parsed (their markers may be special tokens)."""
+    best_of: Choices | None = None
+    """Above 1: beam search with this many beams; the best `n` are returned."""
+    length_penalty: float | None = None
+    """Beam search: exponent on the length the score is divided by."""
+    structured_outputs: StructuredOutputs | None = None
+
+
+class ChatCompletionRequest(_Sampling, kw_only=True):
     """`POST /v1/chat/completions` (and `/v3/...`)."""
 
     messages: Annotated[list[Message], Meta(min_length=1)]
     model: str
+    logprobs: bool = False
+    top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None
+    """Only 0 is served: the engine computes no alternatives to the chosen token."""
     max_completion_tokens: MaxTokens | None = None
     max_tokens: MaxTokens | None = None
-    n: Literal[1] = 1
-    ignore_eos: bool = False
-    """Extension (vLLM/OVMS): keep generating past the end-of-sequence token up to max_tokens."""
-    seed: Seed | None = None
-    stop: Stop | None = None
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    temperature: Temperature | None = None
-    top_p: TopP | None = None
-    user: str | None = None
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
+    tool_choice: ToolChoice | None = None
+    tools: list[Tool] | None = None
+    # Extensions (vLLM names).
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: bool | None = None
+    """Default true (false with continue_final_message)."""
+    continue_final_message: bool = False
 
 
-class CompletionRequest(_Request):
+class CompletionRequest(_Sampling, kw_only=True):
     """`POST /v1/completions` (and `/v3/...`): a prompt string or a list of prompt strings."""
 
     model: str
     prompt: str | Annotated[list[str], Meta(min_length=1, max_length=64)]
+    logprobs: Annotated[int, Meta(ge=0, le=5)] | None = None
+    """Only 0 is served (the chosen tokens' logprobs): the engine computes no alternatives."""
     max_tokens: MaxTokens | None = 16
-    n: Literal[1] = 1
-    ignore_eos: bool = False
-    seed: Seed | None = None
-    stop: Stop | None = None
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    temperature: Temperature | None = None
-    top_p: TopP | None = None
-    user: str | None = None
 
 
 # --- responses -------------------------------------------------------------------------------
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class _Response(Struct, kw_only=True):
@@ -149,16 +294,49 @@ class CompletionUsage(_Response):
     total_tokens: int
 
 
-class ChatCompletionMessage(_Response):
-    role: Literal["assistant"] = "assistant"
-    content: str | None = None
+class Function(_Response):
+    name: str
+    arguments: str
+
+
+class ChatCompletionMessageToolCall(_Response):
+    id: str
+    function: Function
+    type: Literal["function"] = "function"
+
+
+class ChatCompletionMessage(_Response, omit_defaults=True):
+    # role and content carry no default so that omit_defaults always writes them.
+    role: Literal["assistant"]
+    content: str | None
+    reasoning_content: str | None = None
+    """Extension (graphs with a reasoning parser): the text the model wrote inside <think>."""
+    tool_calls: list[ChatCompletionMessageToolCall] | None = None
+
+
+class TopLogprob(_Response):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class ChatCompletionTokenLogprob(_Response):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+    top_logprobs: list[TopLogprob] = []
+    """Always empty: the engine computes no alternatives (top_logprobs > 0 is refused)."""
+
+
+class ChoiceLogprobs(_Response):
+    content: list[ChatCompletionTokenLogprob] | None
 
 
 class Choice(_Response):
     index: int
     message: ChatCompletionMessage
     finish_reason: FinishReason | None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletion(_Response):
@@ -170,16 +348,30 @@ class ChatCompletion(_Response):
     usage: CompletionUsage | None = None
 
 
+class ChoiceDeltaFunction(_Response, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ChoiceDeltaToolCall(_Response, omit_defaults=True):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: ChoiceDeltaFunction | None = None
+
+
 class ChoiceDelta(_Response, omit_defaults=True):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ChoiceDeltaToolCall] | None = None
 
 
 class ChunkChoice(_Response):
     index: int
     delta: ChoiceDelta
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletionChunk(_Response, omit_defaults=True):
@@ -192,11 +384,20 @@ class ChatCompletionChunk(_Response, omit_defaults=True):
     usage: CompletionUsage | None = None
 
 
+class CompletionLogprobs(_Response):
+    """The legacy completions shape; `top_logprobs` stays null (no alternatives are computed)."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    text_offset: list[int]
+    top_logprobs: None = None
+
+
 class CompletionChoice(_Response):
     index: int
     text: str
     finish_reason: FinishReason | None
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
 
 
 class Completion(_Response, omit_defaults=True):

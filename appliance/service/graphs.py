@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.config import Graph, load_graphs
+from appliance.config import VISION_ENCODER_IR, Graph, load_graphs
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
@@ -43,6 +43,17 @@ def prepare_graphs(graphs_dir: Path) -> list[Graph]:
             raise ConfigError(
                 f"{graph.source}: {graph.model_dir} has no {', '.join(missing)} "
                 "(export the model with optimum-intel, tokenizer included: see `appliance export`)"
+            )
+        has_vision = (graph.model_dir / VISION_ENCODER_IR).is_file()
+        if graph.pipeline == "VLM_CB" and not has_vision:
+            raise ConfigError(
+                f"{graph.source}: `pipeline` is VLM_CB but {graph.model_dir} has no {VISION_ENCODER_IR} "
+                "(not a vision-language model export)"
+            )
+        if graph.pipeline == "LM_CB" and has_vision:
+            raise ConfigError(
+                f"{graph.source}: `pipeline` is LM_CB but {graph.model_dir} holds a vision-language model "
+                "(use VLM_CB or AUTO)"
             )
     return graphs
 

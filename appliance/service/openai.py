@@ -1,98 +1,71 @@
-"""OpenAI chat completions and completions on top of the engine.
+"""OpenAI chat completions and completions on top of the engine: requests -> engine requests.
 
-Validation that needs the graph (limits) happens here; validation that needs the tokenizer
-(context length) happens in the engine process before the request reaches the pipeline.
+Validation that needs the graph (limits, tool parser) happens here and in the modules this one
+calls (sampling, constraints); validation that needs the tokenizer (context length, the chat
+template) happens in the engine process before the request reaches the pipeline. Responses are
+built by `chat_output` and `completion_output`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from appliance.config import Graph
-from appliance.engine import ChatPrompt, Delta, EngineClient, Finished, RequestStream, SamplingParams, TextPrompt
-from appliance.errors import EngineFailure, InvalidRequest
+from appliance.engine import ChatPrompt, EngineClient, RequestStream, SamplingParams, TextPrompt
+from appliance.errors import InvalidRequest
+from appliance.media import ImageLoader
 from appliance.protocol.openai import (
     AssistantMessage,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionMessage,
     ChatCompletionRequest,
-    Choice,
-    ChoiceDelta,
-    ChunkChoice,
-    Completion,
-    CompletionChoice,
     CompletionRequest,
-    CompletionUsage,
     DeveloperMessage,
     ImageURLPart,
     Message,
-    SystemMessage,
     TextPart,
+    ToolMessage,
 )
+from appliance.service.chat_output import chat_completion, chat_completion_chunks, parses_tool_calls
+from appliance.service.completion_output import completion, completion_chunks
+from appliance.service.constraints import check_tools, output_grammar
+from appliance.service.images import ImageParts, check_prompt_text
+from appliance.service.sampling import sampling_params
+from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
+from appliance.service.tools import template_tool, template_tool_calls
 
 __all__ = [
     "chat_completion",
     "chat_completion_chunks",
     "completion",
     "completion_chunks",
+    "detokenize",
     "open_chat",
     "open_completion",
+    "tokenize",
 ]
 
 
 # -- requests -> engine ---------------------------------------------------------------------
 
 
-def _sampling(
-    graph: Graph,
-    *,
-    max_tokens: int | None,
-    max_tokens_param: str,
-    temperature: float | None,
-    top_p: float | None,
-    seed: int | None,
-    stop: str | list[str] | None,
-    ignore_eos: bool,
-) -> SamplingParams:
-    limit = graph.limits.max_tokens_limit
-    if max_tokens is not None and max_tokens > limit:
-        raise InvalidRequest(
-            f"{max_tokens_param} is {max_tokens}, above this model's limit of {limit}.",
-            param=max_tokens_param,
-        )
-    if max_tokens is None and graph.defaults.max_tokens is not None:
-        max_tokens = min(graph.defaults.max_tokens, limit)
-    return SamplingParams(
-        max_new_tokens=max_tokens,
-        temperature=graph.defaults.temperature if temperature is None else temperature,
-        top_p=graph.defaults.top_p if top_p is None else top_p,
-        seed=seed,
-        stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
-        ignore_eos=ignore_eos,
-    )
-
-
-def _text(content: str | list, where: str) -> str:
+def _text(content: str | list, where: str, images: ImageParts) -> str:
     if isinstance(content, str):
-        return content
-    parts = []
+        return images.check_text(content, f"{where}.content")
+    text = ""
+    previous = None
     for index, part in enumerate(content):
         if isinstance(part, ImageURLPart):
-            raise InvalidRequest(
-                "This model does not accept images (it is served by a text-only graph).",
-                param=f"{where}.content[{index}]",
-                code="unsupported_content",
+            text += images.tag(part, f"{where}.content[{index}]")
+        else:
+            assert isinstance(part, TextPart)
+            # Text parts are joined by newlines; an image tag sits right where its part was.
+            text += ("\n" if isinstance(previous, TextPart) else "") + images.check_text(
+                part.text, f"{where}.content[{index}].text"
             )
-        assert isinstance(part, TextPart)
-        parts.append(part.text)
-    return "\n".join(parts)
+        previous = part
+    return text
 
 
-def _chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+def _chat_messages(messages: Sequence[Message], images: ImageParts) -> list[dict[str, Any]]:
     rendered = []
     for index, message in enumerate(messages):
         # The OpenAI `developer` role is the newer name of `system`; chat templates know `system`.
@@ -100,43 +73,119 @@ def _chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
         if isinstance(message, AssistantMessage) and message.content is None:
             content = ""
         else:
-            content = _text(message.content, f"messages[{index}]")
-        entry = {"role": role, "content": content}
-        if isinstance(message.name, str):
+            content = _text(message.content, f"messages[{index}]", images)
+        entry: dict[str, Any] = {"role": role, "content": content}
+        if isinstance(getattr(message, "name", None), str):
             entry["name"] = message.name
+        if isinstance(message, AssistantMessage):
+            if message.tool_calls:
+                entry["tool_calls"] = template_tool_calls(message.tool_calls, f"messages[{index}]")
+            if message.reasoning_content is not None:
+                entry["reasoning_content"] = message.reasoning_content
+        elif isinstance(message, ToolMessage):
+            entry["tool_call_id"] = message.tool_call_id
         rendered.append(entry)
     return rendered
 
 
-async def open_chat(engine: EngineClient, request: ChatCompletionRequest) -> RequestStream:
-    """Validate and submit a chat request; returns once the engine accepted it."""
-    messages = _chat_messages(request.messages)
+def _template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[str, Any]:
+    """ChatPrompt fields beyond the messages: tools, template variables, how the prompt ends."""
+    kwargs = request.chat_template_kwargs or {}
+    for key in ("messages", "tools", "add_generation_prompt"):
+        if key in kwargs:
+            raise InvalidRequest(
+                f"chat_template_kwargs cannot set {key!r}; use the request field.", param=f"chat_template_kwargs.{key}"
+            )
+    add_generation_prompt = request.add_generation_prompt
+    if request.continue_final_message:
+        if not isinstance(request.messages[-1], AssistantMessage):
+            raise InvalidRequest(
+                "continue_final_message needs an assistant message last (the text to continue).",
+                param="continue_final_message",
+            )
+        if add_generation_prompt:
+            raise InvalidRequest(
+                "add_generation_prompt and continue_final_message cannot both be true.", param="add_generation_prompt"
+            )
+    tools = None
+    if request.tools and getattr(request, "tool_choice", None) != "none":
+        # With tool_choice "none" the template does not show the tools: the model cannot call one.
+        tools = [template_tool(tool) for tool in request.tools]
+    return {
+        "tools": tools,
+        "template_kwargs": kwargs,
+        "add_generation_prompt": not request.continue_final_message if add_generation_prompt is None else add_generation_prompt,
+        "continue_final_message": request.continue_final_message,
+    }
+
+
+def _chat_params(engine: EngineClient, request: ChatCompletionRequest) -> SamplingParams:
+    if request.top_logprobs is not None and not request.logprobs:
+        raise InvalidRequest("top_logprobs requires logprobs to be true.", param="top_logprobs")
+    if request.top_logprobs:
+        raise InvalidRequest(
+            "top_logprobs above 0 is not supported: the engine reports only the chosen token's log "
+            "probability, not alternatives (logprobs=true gives those).",
+            param="top_logprobs",
+            code="unsupported_parameter",
+        )
+    check_tools(request, engine.graph)
     uses_completion_tokens = request.max_completion_tokens is not None
-    params = _sampling(
+    return sampling_params(
         engine.graph,
+        request,
         max_tokens=request.max_completion_tokens if uses_completion_tokens else request.max_tokens,
         max_tokens_param="max_completion_tokens" if uses_completion_tokens else "max_tokens",
-        temperature=request.temperature,
-        top_p=request.top_p,
-        seed=request.seed,
-        stop=request.stop,
-        ignore_eos=request.ignore_eos,
+        logprobs=request.logprobs,
+        grammar=output_grammar(request, engine.graph),
+        # Tool-call markers are often special tokens: keep them in the text the parser reads.
+        skip_special_tokens=not parses_tool_calls(request, engine.graph)
+        if request.skip_special_tokens is None
+        else request.skip_special_tokens,
     )
-    return await engine.submit(ChatPrompt(messages=messages), params)
+
+
+async def open_chat(
+    engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader | None = None
+) -> RequestStream:
+    """Validate and submit a chat request; returns once the engine accepted it.
+
+    Images are fetched and decoded only once everything else about the request has been checked
+    and the engine has admitted it (`media`: the server's loader; None allows data URLs only).
+    """
+    images = ImageParts(engine.graph, engine.vision_tokens)
+    messages = _chat_messages(request.messages, images)
+    options = _template_options(request)
+    params = _chat_params(engine, request)
+    if not images:
+        return await engine.submit(ChatPrompt(messages=messages, **options), params)
+    media = media or ImageLoader()
+    sources = images.sources(media)
+    with engine.reserve() as reservation:
+        prompt = ChatPrompt(messages=messages, images=await images.load(media, sources), **options)
+        return await engine.submit(prompt, params, reservation=reservation)
 
 
 async def open_completion(engine: EngineClient, request: CompletionRequest) -> list[RequestStream]:
     """Submit one engine request per prompt; all of them or none."""
     prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
-    params = _sampling(
+    if engine.graph.accepts_images:
+        for index, prompt in enumerate(prompts):
+            check_prompt_text(prompt, "prompt" if isinstance(request.prompt, str) else f"prompt[{index}]")
+    if request.logprobs:
+        raise InvalidRequest(
+            "logprobs above 0 is not supported: the engine reports only the chosen token's log "
+            "probability, not alternatives (logprobs=0 gives those).",
+            param="logprobs",
+            code="unsupported_parameter",
+        )
+    params = sampling_params(
         engine.graph,
+        request,
         max_tokens=request.max_tokens,
         max_tokens_param="max_tokens",
-        temperature=request.temperature,
-        top_p=request.top_p,
-        seed=request.seed,
-        stop=request.stop,
-        ignore_eos=request.ignore_eos,
+        logprobs=request.logprobs is not None,
+        grammar=output_grammar(request, engine.graph),
     )
     opened: list[RequestStream] = []
     try:
@@ -149,140 +198,28 @@ async def open_completion(engine: EngineClient, request: CompletionRequest) -> l
     return opened
 
 
-# -- engine events -> responses -------------------------------------------------------------
-
-
-def _finish_reason(event: Finished) -> str:
-    if event.finish_reason == "error":
-        raise EngineFailure(event.error or "The engine failed while generating.")
-    if event.finish_reason == "cancelled":
-        raise EngineFailure("The request was cancelled by the engine.")
-    return event.finish_reason
-
-
-def _usage(finished: Sequence[Finished]) -> CompletionUsage:
-    prompt = sum(event.prompt_tokens for event in finished)
-    completion = sum(event.completion_tokens for event in finished)
-    return CompletionUsage(completion_tokens=completion, prompt_tokens=prompt, total_tokens=prompt + completion)
-
-
-async def _merged(streams: Sequence[RequestStream]) -> AsyncIterator[tuple[int, Delta | Finished]]:
-    """Events of several streams as they come, tagged with the stream's index; cancels on exit."""
-    if len(streams) == 1:
-        try:
-            async for event in streams[0]:
-                yield 0, event
-        finally:
-            streams[0].cancel()
-        return
-    queue: asyncio.Queue[tuple[int, Delta | Finished]] = asyncio.Queue()
-
-    async def pump(index: int, stream: RequestStream) -> None:
-        async for event in stream:
-            queue.put_nowait((index, event))
-
-    tasks = [asyncio.ensure_future(pump(index, stream)) for index, stream in enumerate(streams)]
-    try:
-        remaining = len(streams)
-        while remaining:
-            index, event = await queue.get()
-            if isinstance(event, Finished):
-                remaining -= 1
-            yield index, event
-    finally:
-        for task in tasks:
-            task.cancel()
-        for stream in streams:
-            stream.cancel()
-
-
-async def _collect(streams: Sequence[RequestStream]) -> tuple[list[str], list[Finished]]:
-    texts = [""] * len(streams)
-    finished: list[Finished | None] = [None] * len(streams)
-    async for index, event in _merged(streams):
-        texts[index] += event.text
-        if isinstance(event, Finished):
-            finished[index] = event
-    return texts, [event for event in finished if event is not None]
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
-async def chat_completion(model: str, stream: RequestStream) -> ChatCompletion:
-    texts, finished = await _collect([stream])
-    return ChatCompletion(
-        id=_new_id("chatcmpl"),
-        created=int(time.time()),
-        model=model,
-        choices=[
-            Choice(
-                index=0,
-                message=ChatCompletionMessage(content=texts[0]),
-                finish_reason=_finish_reason(finished[0]),
-            )
-        ],
-        usage=_usage(finished),
+async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeResponse:
+    """The tokens of a prompt, or of messages as the chat template renders them for a chat request."""
+    if (request.prompt is None) == (request.messages is None):
+        raise InvalidRequest("Send either prompt or messages.", param="prompt" if request.prompt else "messages")
+    if request.prompt is not None:
+        prompt: ChatPrompt | TextPrompt = TextPrompt(text=request.prompt)
+        add_special_tokens = True if request.add_special_tokens is None else request.add_special_tokens
+    else:
+        images = ImageParts(engine.graph, engine.vision_tokens)
+        messages = _chat_messages(request.messages, images)
+        if images:
+            raise InvalidRequest("Messages with images cannot be tokenized here.", param="messages")
+        prompt = ChatPrompt(messages=messages, **_template_options(request))
+        add_special_tokens = bool(request.add_special_tokens)
+    answer = await engine.tokenize(prompt, add_special_tokens=add_special_tokens)
+    return TokenizeResponse(
+        count=len(answer.tokens),
+        max_model_len=engine.max_context,
+        tokens=answer.tokens,
+        token_strs=answer.token_strs if request.return_token_strs else None,
     )
 
 
-async def chat_completion_chunks(
-    model: str, stream: RequestStream, *, include_usage: bool
-) -> AsyncIterator[ChatCompletionChunk]:
-    """Chunks in OpenAI's order: role first, content deltas, finish_reason, then usage if asked."""
-    chunk_id, created = _new_id("chatcmpl"), int(time.time())
-
-    def chunk(choices: list[ChunkChoice], usage: CompletionUsage | None = None) -> ChatCompletionChunk:
-        return ChatCompletionChunk(
-            id=chunk_id, created=created, model=model, choices=choices, usage=usage, object="chat.completion.chunk"
-        )
-
-    yield chunk([ChunkChoice(index=0, delta=ChoiceDelta(role="assistant", content=""))])
-    async for _, event in _merged([stream]):
-        if isinstance(event, Finished):
-            reason = _finish_reason(event)
-            if event.text:
-                yield chunk([ChunkChoice(index=0, delta=ChoiceDelta(content=event.text))])
-            yield chunk([ChunkChoice(index=0, delta=ChoiceDelta(), finish_reason=reason)])
-            if include_usage:
-                yield chunk([], _usage([event]))
-        elif event.text:
-            yield chunk([ChunkChoice(index=0, delta=ChoiceDelta(content=event.text))])
-
-
-async def completion(model: str, streams: Sequence[RequestStream]) -> Completion:
-    texts, finished = await _collect(streams)
-    return Completion(
-        object="text_completion",
-        id=_new_id("cmpl"),
-        created=int(time.time()),
-        model=model,
-        choices=[
-            CompletionChoice(index=index, text=texts[index], finish_reason=_finish_reason(event))
-            for index, event in enumerate(finished)
-        ],
-        usage=_usage(finished),
-    )
-
-
-async def completion_chunks(
-    model: str, streams: Sequence[RequestStream], *, include_usage: bool
-) -> AsyncIterator[Completion]:
-    completion_id, created = _new_id("cmpl"), int(time.time())
-    finished: list[Finished] = []
-
-    def chunk(choices: list[CompletionChoice], usage: CompletionUsage | None = None) -> Completion:
-        return Completion(
-            id=completion_id, created=created, model=model, choices=choices, usage=usage, object="text_completion"
-        )
-
-    async for index, event in _merged(streams):
-        if isinstance(event, Finished):
-            finished.append(event)
-            reason = _finish_reason(event)
-            yield chunk([CompletionChoice(index=index, text=event.text, finish_reason=reason)])
-        elif event.text:
-            yield chunk([CompletionChoice(index=index, text=event.text, finish_reason=None)])
-    if include_usage:
-        yield chunk([], _usage(finished))
+async def detokenize(engine: EngineClient, request: DetokenizeRequest) -> DetokenizeResponse:
+    return DetokenizeResponse(prompt=await engine.detokenize(request.tokens))

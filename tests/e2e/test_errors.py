@@ -40,7 +40,7 @@ def assert_error(response: httpx.Response, status: int, param: str | None = None
         ({"model": MODEL, "messages": USER, "max_tokens": 0}, "max_tokens"),
         ({"model": MODEL, "messages": USER, "max_tokens": "5"}, "max_tokens"),
         ({"model": MODEL, "messages": USER, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
-        ({"model": MODEL, "messages": USER, "n": 2}, "n"),
+        ({"model": MODEL, "messages": USER, "n": 0}, "n"),
         ({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"model": MODEL, "messages": [{"role": "user", "content": [{"type": "audio"}]}]}, "messages[0].content[0].type"),

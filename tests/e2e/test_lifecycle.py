@@ -41,7 +41,8 @@ def test_health_is_503_until_loaded_then_200(own_server) -> None:
         statuses.add(response.status_code)
         if response.status_code == 200:
             break
-        assert response.json()["models"][MODEL]["state"] == "loading"
+        # 503 while any model still loads (demo-chat may be ready before demo-vision).
+        assert "loading" in {model["state"] for model in response.json()["models"].values()}
         time.sleep(0.02)
     assert 200 in statuses
 

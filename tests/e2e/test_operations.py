@@ -105,3 +105,40 @@ def test_one_log_line_per_request_without_prompts(server, openai_client: openai.
     assert entry["status"] == 200 and entry["model"] == MODEL and entry["path"] == "/v1/chat/completions"
     assert entry["prompt_tokens"] > 0 and entry["completion_tokens"] <= 4 and entry["latency_ms"] > 0
     assert "SECRET-PROMPT-TEXT" not in server.log()
+
+
+@pytest.fixture(scope="module")
+def guarded_server(demo_root, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("guarded")
+    server = start_server(
+        demo_root / "graphs",
+        directory / "server.log",
+        "--allowed-hosts",
+        "127.0.0.1,localhost,*.edge.example",
+        "--cors-allowed-origins",
+        "https://app.example.com",
+    )
+    yield server
+    stop_server(server)
+
+
+def test_foreign_host_header_is_400(guarded_server) -> None:
+    url = f"{guarded_server.url}/v1/models"
+    assert httpx.get(url, timeout=5).status_code == 200
+    assert httpx.get(url, headers={"Host": "box.edge.example:8000"}, timeout=5).status_code == 200
+    response = httpx.get(url, headers={"Host": "attacker.example"}, timeout=5)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_host"
+
+
+def test_cors_only_for_listed_origins(guarded_server) -> None:
+    url = f"{guarded_server.url}/v1/chat/completions"
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    unknown = httpx.options(url, headers={**preflight, "Origin": "https://evil.example"}, timeout=5)
+    assert "access-control-allow-origin" not in unknown.headers
+    known = httpx.options(url, headers={**preflight, "Origin": "https://app.example.com"}, timeout=5)
+    assert known.status_code == 204
+    assert known.headers["access-control-allow-origin"] == "https://app.example.com"
+    answer = httpx.get(f"{guarded_server.url}/v1/models", headers={"Origin": "https://app.example.com"}, timeout=5)
+    assert answer.headers["access-control-allow-origin"] == "https://app.example.com"
+    other = httpx.get(f"{guarded_server.url}/v1/models", headers={"Origin": "https://evil.example"}, timeout=5)
+    assert "access-control-allow-origin" not in other.headers

@@ -90,3 +90,42 @@ def test_device_presence(tmp_path: Path, device: str, present: bool) -> None:
         with pytest.raises(ConfigError) as info:
             check_device(graph, available)
         assert "g.toml" in str(info.value) and "does not have" in str(info.value)
+
+
+def test_vision_pipeline_and_image_limits(tmp_path: Path) -> None:
+    text = 'name = "m"\nmodel_path = "model"\n'
+    graph = load_graph(write(tmp_path, text))
+    assert (graph.pipeline, graph.pipeline_kind, graph.accepts_images) == ("AUTO", "LM_CB", False)
+    assert (graph.limits.max_images_per_request, graph.limits.max_image_pixels) == (8, 4096 * 4096)
+    (tmp_path / "model" / "openvino_vision_embeddings_model.xml").write_text("<net/>")
+    assert load_graph(write(tmp_path, text)).pipeline_kind == "VLM_CB"  # AUTO finds the vision encoder
+    explicit = load_graph(
+        write(tmp_path, text + 'pipeline = "VLM_CB"\n[limits]\nmax_images_per_request = 2\nmax_image_pixels = 1000000\n')
+    )
+    assert (explicit.pipeline_kind, explicit.limits.max_images_per_request, explicit.limits.max_image_pixels) == (
+        "VLM_CB",
+        2,
+        1_000_000,
+    )
+    with pytest.raises(ConfigError, match="limits.max_image_pixels"):
+        load_graph(write(tmp_path, text + "[limits]\nmax_image_pixels = 200000000\n"))
+    with pytest.raises(ConfigError, match="limits.max_images_per_request"):
+        load_graph(write(tmp_path, text + "[limits]\nmax_images_per_request = -1\n"))
+
+
+def test_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
+    from appliance.service.graphs import prepare_graphs
+
+    graphs, model = tmp_path / "graphs", tmp_path / "model"
+    graphs.mkdir()
+    model.mkdir()
+    for name in ("openvino_language_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        (model / name).write_text("<net/>")
+    (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "VLM_CB"\n')
+    with pytest.raises(ConfigError, match="VLM_CB.*openvino_vision_embeddings_model.xml"):
+        prepare_graphs(graphs)
+    (model / "openvino_vision_embeddings_model.xml").write_text("<net/>")
+    assert prepare_graphs(graphs)[0].accepts_images
+    (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "LM_CB"\n')
+    with pytest.raises(ConfigError, match="LM_CB.*vision-language"):
+        prepare_graphs(graphs)

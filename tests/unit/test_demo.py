@@ -1,6 +1,7 @@
 """Tests of `appliance.demo`: builds demo-chat once (~10 s) and checks layout, graph and caching.
 
-demo-bench (~80 s to build) is deliberately not built here.
+demo-vision is checked in the shared, cached demo root; demo-bench (~80 s to build) is
+deliberately not built here.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from appliance.demo import build_demo
+from appliance.config import load_graph
+from appliance.demo import DEFAULT_DEMOS, build_demo
 from appliance.demo import builder as demo_builder
+from appliance.demo.export import VLM_FILES
 from appliance.demo.graph import render_graph
 from appliance.demo.recipes import RECIPES, DemoRecipe, GraphSpec, ModelRef
 from appliance.demo.store import STAMP_NAME, is_current, read_stamp
@@ -37,7 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], l
     """demo-chat built once into a fresh root; returns (root, graph paths, log lines)."""
     root = tmp_path_factory.mktemp("demo-root")
     lines: list[str] = []
-    graphs = build_demo(root, log=lines.append)
+    graphs = build_demo(root, ["demo-chat"], log=lines.append)
     return root, graphs, lines
 
 
@@ -129,7 +132,7 @@ def test_failed_rebuild_keeps_previous_model(
 
     monkeypatch.setattr(demo_builder, "build_model", half_build)
     with pytest.raises(RuntimeError, match="interrupted"):
-        build_demo(root, force=True, log=lambda line: None)
+        build_demo(root, ["demo-chat"], force=True, log=lambda line: None)
     assert (stamp.read_bytes(), stamp.stat().st_mtime_ns) == before
     assert "<half/>" not in (models / "demo-chat" / "openvino_model.xml").read_text()
     assert sorted(p.name for p in models.iterdir()) == [".demo-chat.lock", "demo-chat"]
@@ -140,6 +143,26 @@ def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
         build_demo(tmp_path, ["demo-chat", "no-such-demo"])
     assert "no-such-demo" in str(info.value) and "demo-bench" in str(info.value)
     assert not (tmp_path / "models" / "demo-chat").exists()
+
+
+def test_default_demos_are_chat_and_vision() -> None:
+    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision")
+
+
+def test_demo_vision_model_and_graph(demo_root: Path) -> None:
+    # Built (once, cached) by the session fixture the e2e tests share.
+    model_dir = demo_root / "models" / "demo-vision"
+    for name in VLM_FILES:
+        assert (model_dir / name).is_file(), name
+    assert is_current(model_dir, RECIPES["demo-vision"].fingerprint(), VLM_FILES)
+    processor = json.loads((model_dir / "preprocessor_config.json").read_text())
+    assert (processor["min_pixels"], processor["max_pixels"]) == (56 * 56, 224 * 224)
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["model_type"] == "qwen2_vl"
+    graph = load_graph(demo_root / "graphs" / "demo-vision.toml")
+    assert (graph.pipeline, graph.pipeline_kind, graph.accepts_images) == ("VLM_CB", "VLM_CB", True)
+    assert graph.limits.max_images_per_request == 8
+    assert graph.model_dir == model_dir.resolve()
 
 
 def test_demo_bench_graph_renders() -> None:

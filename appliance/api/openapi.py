@@ -1,0 +1,140 @@
+"""The OpenAPI document of the OpenAI routes, generated from the protocol structs.
+
+Handlers decode raw bodies with msgspec (strict, unknown fields refused), so Litestar cannot infer
+the schema; msgspec can: the structs are the schema. Served at `GET /openapi.json`; the test suite
+fuzzes the server against it with schemathesis.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import msgspec
+from litestar import get
+
+from appliance import __version__
+from appliance.protocol import openai as api
+from appliance.protocol import tokenize
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["openapi_document", "routes"]
+
+_REF = "#/components/schemas/{name}"
+
+
+class ErrorDetail(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(msgspec.Struct):
+    """Every error: OpenAI's envelope."""
+
+    error: ErrorDetail
+
+
+def _json(ref: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": ref}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    descriptions = {
+        400: "invalid request",
+        401: "missing or wrong API key",
+        404: "unknown model",
+        413: "body too large",
+        503: "model not ready or overloaded",
+    }
+    return {str(s): {"description": descriptions[s], "content": _json({"$ref": _REF.format(name="ErrorResponse")})} for s in statuses}
+
+
+def _generation(request: str, response: str, chunk: str, summary: str) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name=request)})},
+            "responses": {
+                "200": {
+                    "description": "the completion, or an SSE stream of chunks when `stream` is true",
+                    "content": {
+                        **_json({"$ref": _REF.format(name=response)}),
+                        # Each SSE event's data is a JSON chunk, the last one the literal [DONE].
+                        "text/event-stream": {
+                            "schema": {
+                                "type": "object",
+                                "description": f"data: <{chunk}> events, then data: [DONE]",
+                                "properties": {"data": {"type": "string", "contentMediaType": "application/json"}},
+                                "required": ["data"],
+                            }
+                        },
+                    },
+                },
+                **_errors(400, 401, 404, 413, 503),
+            },
+        }
+    }
+
+
+@cache
+def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document; with `model_names`, `model` fields list the served models as an enum."""
+    types = [
+        api.ChatCompletionRequest, api.ChatCompletion, api.ChatCompletionChunk,
+        api.CompletionRequest, api.Completion, api.Model, api.ModelList, ErrorResponse,
+        tokenize.TokenizeRequest, tokenize.TokenizeResponse, tokenize.DetokenizeRequest, tokenize.DetokenizeResponse,
+    ]
+    _, components = msgspec.json.schema_components(types, ref_template=_REF)
+    if model_names:
+        for request in ("ChatCompletionRequest", "CompletionRequest", "TokenizeRequest", "DetokenizeRequest"):
+            components[request]["properties"]["model"] = {"type": "string", "enum": list(model_names)}
+    paths: dict[str, Any] = {}
+    for prefix in ("/v1", "/v3"):
+        paths[f"{prefix}/chat/completions"] = _generation(
+            "ChatCompletionRequest", "ChatCompletion", "ChatCompletionChunk", "Chat completion"
+        )
+        paths[f"{prefix}/completions"] = _generation("CompletionRequest", "Completion", "Completion", "Text completion")
+        paths[f"{prefix}/models"] = {
+            "get": {"summary": "Served models", "responses": {"200": {"description": "models", "content": _json({"$ref": _REF.format(name="ModelList")})}, **_errors(401)}}
+        }
+        paths[f"{prefix}/models/{{model_id}}"] = {
+            "get": {
+                "summary": "One served model",
+                "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "the model", "content": _json({"$ref": _REF.format(name="Model")})}, **_errors(401, 404)},
+            }
+        }
+    for prefix in ("", "/v1", "/v3"):
+        for name, request, response in (
+            ("tokenize", "TokenizeRequest", "TokenizeResponse"),
+            ("detokenize", "DetokenizeRequest", "DetokenizeResponse"),
+        ):
+            paths[f"{prefix}/{name}"] = {
+                "post": {
+                    "summary": name.capitalize(),
+                    "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name=request)})},
+                    "responses": {"200": {"description": name, "content": _json({"$ref": _REF.format(name=response)})}, **_errors(400, 401, 404, 413, 503)},
+                }
+            }
+    paths["/health"] = {
+        "get": {
+            "summary": "Readiness",
+            "responses": {"200": {"description": "every model ready"}, "503": {"description": "a model is loading or failed"}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "appliance", "version": __version__, "description": "OpenAI-compatible API of the OpenVINO GenAI appliance"},
+        "paths": paths,
+        "components": {"schemas": components},
+    }
+
+
+@get("/openapi.json", cache=False)
+async def openapi_json(models: ModelRegistry) -> dict[str, Any]:
+    return openapi_document(tuple(models.names()))
+
+
+routes = [openapi_json]

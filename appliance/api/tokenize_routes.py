@@ -1,0 +1,27 @@
+"""vLLM's tokenizer routes: `POST /tokenize` and `/detokenize`, also under /v1 and /v3."""
+
+from __future__ import annotations
+
+from litestar import Request, post
+
+from appliance.api.decoding import decode_body
+from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
+from appliance.service import openai as service
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["routes"]
+
+
+@post(["/tokenize", "/v1/tokenize", "/v3/tokenize"], status_code=200)
+async def tokenize(request: Request, models: ModelRegistry) -> TokenizeResponse:
+    body = decode_body(await request.body(), TokenizeRequest)
+    return await service.tokenize(models.get(body.model), body)
+
+
+@post(["/detokenize", "/v1/detokenize", "/v3/detokenize"], status_code=200)
+async def detokenize(request: Request, models: ModelRegistry) -> DetokenizeResponse:
+    body = decode_body(await request.body(), DetokenizeRequest)
+    return await service.detokenize(models.get(body.model), body)
+
+
+routes = [tokenize, detokenize]

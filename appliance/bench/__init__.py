@@ -1,0 +1,15 @@
+"""`appliance bench`: what the HTTP layer costs over OpenVINO GenAI itself, and how it scales.
+
+It drives an OpenAI-compatible server (the appliance, started for the graph, or any `--url`) with
+streamed, fixed-length requests at several concurrency levels, then runs the identical workload
+on an in-process ContinuousBatchingPipeline of the same graph, and reports vLLM-style serving
+metrics for both, their ratios, and the appliance's event-loop lag.
+
+Modules: `workload` (prompts of an exact token count), `client` (the SSE driver, over the small
+HTTP client in `http`), `raw` (the pipeline baseline), `metrics` (TTFT/TPOT/ITL math), `report`
+(table, JSON), `plot` (PNG), `launcher` (a private `appliance serve`), `runner` (the order of it all).
+"""
+
+from appliance.bench.runner import BenchOptions, run_bench
+
+__all__ = ["BenchOptions", "run_bench"]

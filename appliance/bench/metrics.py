@@ -1,0 +1,138 @@
+"""Serving metrics from per-request timings, as vLLM's serving benchmark defines them.
+
+- TTFT: time from sending the request to the first chunk that carries output text.
+- TPOT: per request, (latency - TTFT) / (output tokens - 1): the mean time per token after the first.
+- ITL: every gap between consecutive output chunks, pooled over all requests. A chunk that carries
+  several tokens is one gap, exactly as vLLM counts it.
+- Throughputs divide totals over the successful requests by the level's wall-clock duration.
+
+The same code summarizes the HTTP run and the raw-pipeline run, so their ratios compare like with like.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Distribution", "LevelMetrics", "RequestResult", "distribution", "percentile", "summarize"]
+
+
+@dataclass
+class RequestResult:
+    """One request's outcome; times are seconds relative to when the request was sent."""
+
+    ok: bool
+    prompt_tokens: int = 0
+    """As reported by the server (usage.prompt_tokens), or the ids submitted for the raw pipeline."""
+    output_tokens: int = 0
+    chunk_times: list[float] = field(default_factory=list)
+    """Arrival time of each chunk that carried output."""
+    latency: float = 0.0
+    """Until the response ended (`[DONE]`, or the pipeline finished the request)."""
+    error: str = ""
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] if self.chunk_times else None
+
+    @property
+    def tpot(self) -> float | None:
+        """None for a single-token output (no time *between* tokens)."""
+        if self.ttft is None or self.output_tokens < 2:
+            return None
+        return (self.latency - self.ttft) / (self.output_tokens - 1)
+
+    @property
+    def itl(self) -> list[float]:
+        return [later - earlier for earlier, later in zip(self.chunk_times, self.chunk_times[1:])]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) with linear interpolation between ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """mean / median / p99 in milliseconds (NaN when there were no samples)."""
+
+    mean: float
+    median: float
+    p99: float
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {name: (None if math.isnan(value) else round(value, 3)) for name, value in asdict(self).items()}
+
+
+def distribution(seconds: Sequence[float]) -> Distribution:
+    """Summarize durations given in seconds as milliseconds."""
+    if not seconds:
+        return Distribution(math.nan, math.nan, math.nan)
+    ms = [value * 1000.0 for value in seconds]
+    return Distribution(mean=sum(ms) / len(ms), median=percentile(ms, 50), p99=percentile(ms, 99))
+
+
+@dataclass(frozen=True)
+class LevelMetrics:
+    """Everything reported for one concurrency level of one run (served or raw)."""
+
+    concurrency: int
+    requests: int
+    completed: int
+    failed: int
+    duration_s: float
+    request_throughput: float
+    """Successful requests per second."""
+    output_throughput: float
+    """Output tokens of successful requests per second."""
+    total_token_throughput: float
+    """Prompt + output tokens of successful requests per second."""
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2el_ms: Distribution
+    prompt_token_mismatches: int
+    """Successful requests whose reported prompt length differs from the intended one."""
+    errors: tuple[str, ...]
+    """The first few distinct failure messages."""
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+            data[name] = getattr(self, name).as_dict()
+        data["errors"] = list(self.errors)
+        return data
+
+
+def summarize(
+    results: Sequence[RequestResult], *, concurrency: int, duration_s: float, prompt_tokens: int
+) -> LevelMetrics:
+    """Aggregate one level's request results; failed requests count only in `failed` and `errors`."""
+    good = [result for result in results if result.ok]
+    failed = [result for result in results if not result.ok]
+    output = sum(result.output_tokens for result in good)
+    prompt = sum(result.prompt_tokens for result in good)
+    per_second = 1.0 / duration_s if duration_s > 0 else 0.0
+    return LevelMetrics(
+        concurrency=concurrency,
+        requests=len(results),
+        completed=len(good),
+        failed=len(failed),
+        duration_s=round(duration_s, 4),
+        request_throughput=len(good) * per_second,
+        output_throughput=output * per_second,
+        total_token_throughput=(prompt + output) * per_second,
+        ttft_ms=distribution([r.ttft for r in good if r.ttft is not None]),
+        tpot_ms=distribution([r.tpot for r in good if r.tpot is not None]),
+        itl_ms=distribution([gap for r in good for gap in r.itl]),
+        e2el_ms=distribution([r.latency for r in good]),
+        prompt_token_mismatches=sum(1 for r in good if r.prompt_tokens != prompt_tokens),
+        errors=tuple(dict.fromkeys(r.error for r in failed))[:5],
+    )

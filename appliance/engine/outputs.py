@@ -1,0 +1,226 @@
+"""One request's generated sequences, from the pipeline's outputs to `Delta`/`Finished` events.
+
+Engine facts this relies on (openvino_genai 2026.4, measured on the demo model):
+- `handle.read()` gives `{sequence_id: GenerationOutput}` with the tokens generated since the last
+  read. A single sampled or greedy sequence arrives step by step; with several sequences
+  (num_return_sequences > 1) or beam search everything arrives once, when the request finishes.
+- Beam search returns every beam (not just num_return_sequences): the best `n` by score are kept.
+- The end-of-sequence token and a matched `stop_token_ids` token are part of `generated_ids`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.engine.messages import Delta, Finished, SamplingParams, TokenLogprob
+
+__all__ = ["RequestOutputs", "TokenTexts"]
+
+
+class TokenTexts:
+    """Token id -> (text, bytes) from the tokenizer's vocabulary, for logprobs."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._bytes: dict[int, bytes] | None = None
+
+    @property
+    def _vocab(self) -> dict[int, bytes]:
+        if self._bytes is None:
+            # get_vocab() maps each token's bytes (decoded, not the BPE alphabet) to its id.
+            self._bytes = {token: raw for raw, token in self._tokenizer.get_vocab().items()}
+        return self._bytes
+
+    def known(self, token_id: int) -> bool:
+        return token_id in self._vocab
+
+    def entry(self, token_id: int, logprob: float) -> TokenLogprob:
+        raw = self._vocab.get(token_id)
+        if raw is None:
+            raw = self._tokenizer.decode([token_id], skip_special_tokens=False).encode()
+        # A token holding part of a UTF-8 character shows its bytes as \xNN (as OpenAI does).
+        return TokenLogprob(token=raw.decode("utf-8", "backslashreplace"), logprob=logprob, bytes=list(raw))
+
+
+@dataclass
+class _Sequence:
+    index: int
+    streamer: Any
+    chunks: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    sent_chars: int = 0
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    generated: int = 0
+    reported: int = 0
+    finish_reason: str | None = None
+    ids: list[int] = field(default_factory=list)
+    decode_whole: bool = False
+    """Set once TextStreamer failed (see `_write`): the text is then decoded from all the ids."""
+
+    def take(self) -> str:
+        text = "".join(self.chunks)
+        self.chunks.clear()
+        self.sent.append(text)
+        self.sent_chars += len(text)
+        return text
+
+
+class RequestOutputs:
+    """The sequences of one request, mapped to choice indices 0..n-1."""
+
+    def __init__(self, genai: Any, tokenizer: Any, params: SamplingParams, texts: TokenTexts, eos_token_id: int) -> None:
+        self._genai = genai
+        self._tokenizer = tokenizer
+        self._params = params
+        self._texts = texts
+        self._final_ids = {eos_token_id, *params.stop_token_ids}
+        self._by_id: dict[int, _Sequence] = {}
+        self._beams: dict[int, Any] = {}
+
+    @property
+    def generated(self) -> int:
+        return sum(sequence.generated for sequence in self._by_id.values())
+
+    def read(self, outputs: dict[int, Any]) -> bool:
+        """Take one `handle.read()`; True once every returned sequence has finished."""
+        if self._params.best_of > 1:
+            self._beams.update(outputs)
+            return False
+        for sequence_id in sorted(outputs):
+            if sequence_id not in self._by_id and len(self._by_id) < self._params.n:
+                self._by_id[sequence_id] = self._new_sequence(len(self._by_id))
+            if sequence_id in self._by_id:
+                self._consume(self._by_id[sequence_id], outputs[sequence_id])
+        return len(self._by_id) == self._params.n and all(s.finish_reason for s in self._by_id.values())
+
+    def deltas(self, request_id: int) -> list[Delta]:
+        """New text (and logprobs) of each sequence since the last call.
+
+        A Delta goes out for new tokens even while the detokenizer holds their text back
+        (incomplete UTF-8): token counts and timings stay exact.
+        """
+        events = []
+        for sequence in self._by_id.values():
+            if sequence.chunks or sequence.logprobs or sequence.generated > sequence.reported:
+                sequence.reported = sequence.generated
+                logprobs = self._take_logprobs(sequence)
+                events.append(
+                    Delta(
+                        request_id=request_id,
+                        text=sequence.take(),
+                        tokens=sequence.generated,
+                        index=sequence.index,
+                        logprobs=logprobs,
+                    )
+                )
+        return events
+
+    def finish(self, request_id: int, prompt_tokens: int, *, failure: str | None, error: str = "") -> list[Finished]:
+        """One `Finished` per returned sequence; `failure` ("cancelled"/"error") overrides reasons."""
+        if self._beams:
+            ranked = sorted(self._beams.items(), key=lambda item: item[1].score, reverse=True)[: self._params.n]
+            for index, (sequence_id, output) in enumerate(ranked):
+                self._by_id[sequence_id] = self._new_sequence(index)
+                self._consume(self._by_id[sequence_id], output)
+        sequences = {sequence.index: sequence for sequence in self._by_id.values()}
+        events = []
+        for index in range(self._params.n):
+            sequence = sequences.get(index)
+            if sequence is None:
+                events.append(
+                    Finished(
+                        request_id=request_id, finish_reason=failure or "stop", prompt_tokens=prompt_tokens,
+                        completion_tokens=0, error=error, index=index,
+                    )
+                )
+                continue
+            self._write(sequence, [], final=True)
+            reason = failure or sequence.finish_reason or "stop"
+            if reason == "stop" and self._params.stop and not self._params.include_stop_str_in_output:
+                self._cut_at_stop_string(sequence)
+            logprobs = self._take_logprobs(sequence)
+            events.append(
+                Finished(
+                    request_id=request_id,
+                    finish_reason=reason,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=sequence.generated,
+                    text=sequence.take(),
+                    error=error,
+                    index=index,
+                    logprobs=logprobs,
+                )
+            )
+        return events
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _new_sequence(self, index: int) -> _Sequence:
+        genai = self._genai
+        chunks: list[str] = []
+        # TextStreamer holds back bytes of an incomplete UTF-8 sequence (per-token decode gives U+FFFD).
+        streamer = genai.TextStreamer(
+            self._tokenizer,
+            lambda text: chunks.append(text) or genai.StreamingStatus.RUNNING,
+            {"skip_special_tokens": self._params.skip_special_tokens},
+        )
+        return _Sequence(index=index, streamer=streamer, chunks=chunks)
+
+    def _consume(self, sequence: _Sequence, output: Any) -> None:
+        reasons = self._genai.GenerationFinishReason
+        ids = list(output.generated_ids)
+        logprobs = list(output.generated_log_probs)
+        sequence.generated += len(ids)
+        if output.finish_reason == reasons.LENGTH:
+            sequence.finish_reason = "length"
+        elif output.finish_reason == reasons.STOP:
+            sequence.finish_reason = "stop"
+            # The end-of-sequence or stop token ends the text rather than belonging to it.
+            if ids and ids[-1] in self._final_ids and not self._params.include_stop_str_in_output:
+                ids, logprobs = ids[:-1], logprobs[:-1]
+        self._write(sequence, ids, final=False)
+        if self._params.logprobs:
+            sequence.logprobs.extend(self._texts.entry(token, float(lp)) for token, lp in zip(ids, logprobs))
+
+    def _write(self, sequence: _Sequence, ids: list[int], *, final: bool) -> None:
+        sequence.ids += ids
+        if not sequence.decode_whole:
+            try:
+                for token in ids:
+                    sequence.streamer.write(token)
+                if final:
+                    sequence.streamer.end()
+                return
+            except UnicodeDecodeError:
+                # Constrained generation can produce bytes that are not UTF-8 (xgrammar admits
+                # overlong sequences); TextStreamer then fails handing its text to Python.
+                sequence.decode_whole = True
+        # Tokenizer.decode replaces invalid bytes with U+FFFD; slower (the whole text each time),
+        # but only for a sequence that hit the case above.
+        text = self._tokenizer.decode(sequence.ids, skip_special_tokens=self._params.skip_special_tokens)
+        known = sequence.sent_chars + sum(len(chunk) for chunk in sequence.chunks)
+        if final or not text.endswith("\ufffd"):
+            sequence.chunks.append(text[known:])
+
+    def _take_logprobs(self, sequence: _Sequence) -> list[TokenLogprob] | None:
+        if not self._params.logprobs:
+            return None
+        taken = list(sequence.logprobs)
+        sequence.logprobs.clear()
+        return taken
+
+    def _cut_at_stop_string(self, sequence: _Sequence) -> None:
+        # The engine kept the whole stop string (include_stop_str_in_output) and held back text
+        # that might start one, so the match lies in the text not sent yet: cut it there.
+        pending = "".join(sequence.chunks)
+        text = "".join(sequence.sent) + pending
+        found = [position for stop in self._params.stop if (position := text.find(stop)) >= 0]
+        if not found or min(found) < sequence.sent_chars:
+            return
+        cut = min(found) - sequence.sent_chars
+        removed = len(pending) - cut
+        sequence.chunks[:] = [pending[:cut]]
+        # Drop the logprobs of the tokens that lie wholly inside the removed text.
+        while sequence.logprobs and removed >= len(sequence.logprobs[-1].token) > 0:
+            removed -= len(sequence.logprobs.pop().token)

@@ -1,0 +1,29 @@
+"""Output constraints as EBNF grammars for OpenVINO GenAI's structured output (xgrammar inside).
+
+Every constraint a request can carry (a JSON schema, `json_object`, a regular expression, a
+user's EBNF grammar, a forced tool call) is translated here into an EBNF grammar that this package
+writes itself. Two engine facts make that necessary:
+
+- A grammar xgrammar cannot compile fails inside `ContinuousBatchingPipeline.step()` and leaves
+  the pipeline unusable for every later request; openvino_genai 2026.4 exposes no way to validate
+  a grammar first from Python. So nothing user-written reaches the engine verbatim: it is parsed
+  here (errors become a 400 naming the field) and re-emitted in a syntax known to compile.
+- xgrammar's own JSON-schema grammar allows any amount of whitespace between tokens, and a weak
+  model can emit whitespace until the token limit. The grammars written here allow at most one
+  space after `:` and `,`.
+
+Pure Python: no openvino import.
+"""
+
+from appliance.grammar.ebnf import GrammarError, parse_grammar
+from appliance.grammar.json_schema import json_object_grammar, json_schema_grammar, schema_expression
+from appliance.grammar.regex import regex_grammar
+
+__all__ = [
+    "GrammarError",
+    "json_object_grammar",
+    "json_schema_grammar",
+    "parse_grammar",
+    "regex_grammar",
+    "schema_expression",
+]

@@ -1,0 +1,386 @@
+"""Writing EBNF in the syntax xgrammar compiles, and reading a user's grammar in that syntax.
+
+The syntax (xgrammar's, close to llama.cpp's GBNF): `name ::= alternatives`, `|` between
+alternatives, `"literal"` strings, `[a-z]` / `[^...]` character classes, `( ... )` groups, the
+quantifiers `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`, and `#` comments. The start rule is `root`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_CODEPOINT",
+    "MAX_REPEAT",
+    "GrammarError",
+    "RuleSet",
+    "char_class",
+    "complement",
+    "literal",
+    "parse_grammar",
+    "repeat",
+    "subtract",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+ANY_CHAR = ((0, 0xD7FF), (0xE000, MAX_CODEPOINT))
+"""Every Unicode scalar value (surrogates cannot be written in UTF-8)."""
+MAX_REPEAT = 10_000
+"""Largest `{m,n}` bound accepted: bigger ones make grammar compilation slow."""
+
+Ranges = list[tuple[int, int]]
+
+
+class GrammarError(ValueError):
+    """A constraint that cannot be turned into a grammar; `path` locates it inside the field."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def _escape(codepoint: int, specials: str) -> str:
+    char = chr(codepoint)
+    if 0x20 <= codepoint < 0x7F and char not in specials:
+        return char
+    if codepoint <= 0xFFFF:
+        return f"\\u{codepoint:04x}"
+    return f"\\U{codepoint:08x}"
+
+
+def literal(text: str) -> str:
+    """A grammar string literal matching exactly `text`."""
+    return '"' + "".join(_escape(ord(char), '"\\') for char in text) + '"'
+
+
+def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    """Sorted, merged, non-overlapping codepoint ranges (both ends inclusive)."""
+    merged: Ranges = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def complement(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    """The characters (of ANY_CHAR) not in `ranges`."""
+    result: Ranges = []
+    start = 0
+    for low, high in normalize(ranges):
+        if low > start:
+            result.append((start, low - 1))
+        start = high + 1
+    if start <= MAX_CODEPOINT:
+        result.append((start, MAX_CODEPOINT))
+    return _valid(result)
+
+
+def _valid(ranges: Ranges) -> Ranges:
+    kept: Ranges = []
+    for low, high in ranges:
+        for valid_low, valid_high in ANY_CHAR:
+            if valid_low <= high and low <= valid_high:
+                kept.append((max(low, valid_low), min(high, valid_high)))
+    return kept
+
+
+def subtract(ranges: Iterable[tuple[int, int]], removed: Iterable[tuple[int, int]]) -> Ranges:
+    kept = complement(removed)
+    result: Ranges = []
+    for low, high in normalize(ranges):
+        for keep_low, keep_high in kept:
+            if keep_low <= high and low <= keep_high:
+                result.append((max(low, keep_low), min(high, keep_high)))
+    return result
+
+
+def char_class(ranges: Sequence[tuple[int, int]]) -> str:
+    """A character class matching exactly the characters in `ranges`.
+
+    Always written as positive ranges of valid characters: xgrammar's negated classes (`[^"]`)
+    also admit byte sequences that are not UTF-8, which then break detokenization. An empty set
+    cannot be written as a class: callers must check for it first.
+    """
+    ranges = _valid(normalize(ranges))
+    if not ranges:
+        raise GrammarError("The constraint allows no character at some position.")
+    specials = "\\]-^["
+    body = "".join(
+        _escape(low, specials) if low == high else f"{_escape(low, specials)}-{_escape(high, specials)}"
+        for low, high in ranges
+    )
+    return f"[{body}]"
+
+
+def repeat(expression: str, low: int, high: int | None) -> str:
+    """`expression` repeated low..high times (high None: unbounded)."""
+    if low > MAX_REPEAT or (high is not None and high > MAX_REPEAT):
+        raise GrammarError(f"Repetition counts above {MAX_REPEAT} are not supported.")
+    if high is not None and high < low:
+        raise GrammarError(f"Repetition {{{low},{high}}} has its maximum below its minimum.")
+    if (low, high) == (0, None):
+        return f"{expression}*"
+    if (low, high) == (1, None):
+        return f"{expression}+"
+    if (low, high) == (0, 1):
+        return f"{expression}?"
+    if high is None:
+        return f"{expression}{{{low},}}"
+    if low == high:
+        return f"{expression}{{{low}}}"
+    return f"{expression}{{{low},{high}}}"
+
+
+class RuleSet:
+    """The named rules of one grammar under construction; `render` writes the grammar."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, str | None] = {}
+
+    def reserve(self, hint: str) -> str:
+        """A fresh rule name (from `hint`) to `define` later: lets a rule refer to itself."""
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_").lower() or "rule"
+        if base[0].isdigit():
+            base = f"r_{base}"
+        name, counter = base, 1
+        while name in self._rules or name == "root":
+            counter += 1
+            name = f"{base}_{counter}"
+        self._rules[name] = None
+        return name
+
+    def define(self, name: str, body: str) -> None:
+        self._rules[name] = body
+
+    def add(self, hint: str, body: str) -> str:
+        name = self.reserve(hint)
+        self.define(name, body)
+        return name
+
+    def shared(self, name: str, body: Callable[[], str]) -> str:
+        """The helper rule `name` (e.g. `json-string`), defined on first use.
+
+        Shared names hold a hyphen, which `reserve` never produces, so they cannot collide.
+        """
+        if name not in self._rules:
+            self._rules[name] = None
+            self._rules[name] = body()
+        return name
+
+    def render(self, root: str) -> str:
+        lines = [f"root ::= {root}"]
+        lines += [f"{name} ::= {body}" for name, body in self._rules.items() if body is not None]
+        return "\n".join(lines) + "\n"
+
+
+# -- reading a user's grammar ------------------------------------------------------------------
+
+
+@dataclass
+class _Token:
+    kind: str  # name, define, bar, open, close, quant, string, class
+    value: object
+    offset: int
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_QUANT = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")
+_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "\\": 92, '"': 34, "'": 39, "[": 91, "]": 93, "-": 45, "^": 94, "/": 47}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def where(self, offset: int) -> str:
+        line = self.text.count("\n", 0, offset) + 1
+        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return f"line {line}, column {column}"
+
+    def fail(self, message: str, offset: int) -> GrammarError:
+        return GrammarError(f"Invalid grammar at {self.where(offset)}: {message}.")
+
+    def escape(self, position: int) -> tuple[int, int]:
+        """The codepoint of the escape starting at the backslash at `position`, and its end."""
+        marker = self.text[position + 1 : position + 2]
+        if marker in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[marker], position + 2
+        if marker in _HEX_ESCAPES:
+            digits = self.text[position + 2 : position + 2 + _HEX_ESCAPES[marker]]
+            if len(digits) == _HEX_ESCAPES[marker] and all(c in "0123456789abcdefABCDEF" for c in digits):
+                codepoint = int(digits, 16)
+                if codepoint <= MAX_CODEPOINT:
+                    return codepoint, position + 2 + len(digits)
+        raise self.fail(f"unknown escape '\\{marker}'", position)
+
+    def tokens(self) -> list[_Token]:
+        text, position, found = self.text, 0, []
+        while position < len(text):
+            char = text[position]
+            if char.isspace():
+                position += 1
+            elif char == "#":
+                end = text.find("\n", position)
+                position = len(text) if end < 0 else end
+            elif text.startswith("::=", position):
+                found.append(_Token("define", None, position))
+                position += 3
+            elif char in "|()*+?":
+                kind = {"|": "bar", "(": "open", ")": "close"}.get(char, "quant")
+                value = {"*": (0, None), "+": (1, None), "?": (0, 1)}.get(char)
+                found.append(_Token(kind, value, position))
+                position += 1
+            elif char == "{":
+                match = _QUANT.match(text, position)
+                if not match:
+                    raise self.fail("expected a repetition like {2}, {2,} or {2,5}", position)
+                low = int(match.group(1))
+                high = low if not match.group(2) else (int(match.group(3)) if match.group(3) else None)
+                found.append(_Token("quant", (low, high), position))
+                position = match.end()
+            elif char == '"':
+                value, position = self._string(position)
+                found.append(_Token("string", value, position))
+            elif char == "[":
+                value, end = self._class(position)
+                found.append(_Token("class", value, position))
+                position = end
+            elif match := _NAME.match(text, position):
+                found.append(_Token("name", match.group(), position))
+                position = match.end()
+            else:
+                raise self.fail(f"unexpected character {char!r}", position)
+        return found
+
+    def _string(self, start: int) -> tuple[str, int]:
+        chars, position = [], start + 1
+        while True:
+            if position >= len(self.text) or self.text[position] == "\n":
+                raise self.fail("unterminated string", start)
+            char = self.text[position]
+            if char == '"':
+                return "".join(chars), position + 1
+            if char == "\\":
+                codepoint, position = self.escape(position)
+                chars.append(chr(codepoint))
+            else:
+                chars.append(char)
+                position += 1
+
+    def _class(self, start: int) -> tuple[Ranges, int]:
+        position = start + 1
+        negate = self.text.startswith("^", position)
+        position += negate
+        ranges: Ranges = []
+        while True:
+            if position >= len(self.text) or self.text[position] == "\n":
+                raise self.fail("unterminated character class", start)
+            if self.text[position] == "]":
+                break
+            low, position = self._class_char(position)
+            if self.text.startswith("-", position) and not self.text.startswith("-]", position):
+                high, position = self._class_char(position + 1)
+                if high < low:
+                    raise self.fail("character range out of order", start)
+                ranges.append((low, high))
+            else:
+                ranges.append((low, low))
+        if not ranges:
+            raise self.fail("empty character class", start)
+        return (complement(ranges) if negate else normalize(ranges)), position + 1
+
+    def _class_char(self, position: int) -> tuple[int, int]:
+        if position >= len(self.text):
+            raise self.fail("unterminated character class", position)
+        if self.text[position] == "\\":
+            return self.escape(position)
+        return ord(self.text[position]), position + 1
+
+
+class _Parser:
+    def __init__(self, reader: _Reader, tokens: list[_Token]) -> None:
+        self.reader, self.tokens, self.index = reader, tokens, 0
+        self.referenced: dict[str, int] = {}
+
+    def peek(self, ahead: int = 0) -> _Token | None:
+        index = self.index + ahead
+        return self.tokens[index] if index < len(self.tokens) else None
+
+    def at_rule_start(self) -> bool:
+        token, following = self.peek(), self.peek(1)
+        return token is not None and token.kind == "name" and following is not None and following.kind == "define"
+
+    def rules(self) -> dict[str, str]:
+        rules: dict[str, str] = {}
+        while self.peek() is not None:
+            if not self.at_rule_start():
+                token = self.peek()
+                raise self.reader.fail("expected a rule like `name ::= ...`", token.offset)
+            name_token = self.tokens[self.index]
+            self.index += 2
+            if name_token.value in rules:
+                raise self.reader.fail(f"rule {name_token.value!r} is defined twice", name_token.offset)
+            rules[name_token.value] = self.alternatives()
+        return rules
+
+    def alternatives(self) -> str:
+        options = [self.sequence()]
+        while (token := self.peek()) is not None and token.kind == "bar":
+            self.index += 1
+            options.append(self.sequence())
+        return " | ".join(options)
+
+    def sequence(self) -> str:
+        items = []
+        while (token := self.peek()) is not None and token.kind not in ("bar", "close") and not self.at_rule_start():
+            self.index += 1
+            if token.kind == "string":
+                item = literal(token.value)
+            elif token.kind == "class":
+                item = char_class(token.value)
+            elif token.kind == "name":
+                self.referenced.setdefault(token.value, token.offset)
+                item = token.value
+            elif token.kind == "open":
+                item = f"({self.alternatives()})"
+                closing = self.peek()
+                if closing is None or closing.kind != "close":
+                    raise self.reader.fail("missing ')'", token.offset)
+                self.index += 1
+            else:
+                raise self.reader.fail(f"unexpected {self.reader.text[token.offset]!r}", token.offset)
+            while (quant := self.peek()) is not None and quant.kind == "quant":
+                self.index += 1
+                low, high = quant.value
+                try:
+                    item = f"({repeat(item, low, high)})"
+                except GrammarError as exc:
+                    raise self.reader.fail(exc.message.rstrip("."), quant.offset) from None
+            items.append(item)
+        return " ".join(items) if items else '""'
+
+
+def parse_grammar(text: str) -> str:
+    """Check a user's EBNF grammar and write it back in a form known to compile.
+
+    Raises GrammarError (with line and column) for a syntax error, a rule defined twice, a
+    reference to an undefined rule, or a grammar without `root`.
+    """
+    reader = _Reader(text)
+    parser = _Parser(reader, reader.tokens())
+    rules = parser.rules()
+    if "root" not in rules:
+        raise GrammarError("Invalid grammar: it has no `root` rule (the start rule).")
+    for name, offset in parser.referenced.items():
+        if name not in rules:
+            raise reader.fail(f"rule {name!r} is used but not defined", offset)
+    return "\n".join(f"{name} ::= {body}" for name, body in rules.items()) + "\n"

@@ -1,0 +1,402 @@
+"""JSON schemas -> grammars for compact JSON (at most one space after `:` and `,`).
+
+A grammar may allow fewer documents than the schema (every generated document must validate; not
+every valid document needs to be reachable): objects keep the schema's property order and never add
+undeclared properties, bounded numbers are written without exponents, integers have at most 16
+digits. Keywords that cannot be honoured that way (`not`, `if`, `uniqueItems`, `multipleOf`, ...)
+are refused with an error naming them, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from appliance.grammar.ebnf import ANY_CHAR, GrammarError, RuleSet, char_class, literal, repeat, subtract
+from appliance.grammar.regex import regex_expression
+
+__all__ = ["json_object_grammar", "json_schema_grammar", "schema_expression"]
+
+SPACE = '" "?'
+MAX_DIGITS = 16
+_ANNOTATIONS = {
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+    "readOnly", "writeOnly", "$defs", "definitions", "discriminator",
+}
+_ASSERTIONS = {
+    "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+}
+_TYPES = ("string", "integer", "number", "boolean", "null", "object", "array")
+# Formats written as regular expressions (each generated value is a valid instance).
+_FORMATS = {
+    "date": r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])",
+    "time": r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])",
+    "date-time": r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])",
+    "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    "email": r"[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(\.[a-zA-Z0-9-]{1,63}){1,4}",
+    "ipv4": r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+}
+
+
+def _json_rules(rules: RuleSet) -> dict[str, str]:
+    """Shared rules for any JSON value (no free whitespace)."""
+    plain = char_class(subtract(ANY_CHAR, [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+    char = rules.shared("json-char", lambda: f'{plain} | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})')
+    string = rules.shared("json-string", lambda: f'"\\"" {char}* "\\""')
+    integer = rules.shared("json-integer", lambda: f'"-"? ("0" | [1-9] [0-9]{{0,{MAX_DIGITS - 1}}})')
+    number = rules.shared(
+        "json-number", lambda: f'{integer} ("." [0-9]{{1,{MAX_DIGITS}}})? ([eE] [-+]? [0-9]{{1,3}})?'
+    )
+    value = "json-value"  # referred to by name inside its own definition (nesting)
+
+    def any_value() -> str:
+        obj = rules.shared(
+            "json-object",
+            lambda: f'"{{" ({string} ":" {SPACE} {value} ("," {SPACE} {string} ":" {SPACE} {value})*)? "}}"',
+        )
+        arr = rules.shared("json-array", lambda: f'"[" ({value} ("," {SPACE} {value})*)? "]"')
+        return f'{obj} | {arr} | {string} | {number} | "true" | "false" | "null"'
+
+    rules.shared(value, any_value)
+    return {"char": char, "string": string, "integer": integer, "number": number, "value": value,
+            "object": "json-object", "array": "json-array"}
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+
+
+# -- numbers ------------------------------------------------------------------------------------
+
+
+def _same_length_range(low: str, high: str) -> str:
+    """Digit strings of one length from `low` to `high` (inclusive)."""
+    if low == high:
+        return literal(low)
+    if len(low) == 1:
+        return f"[{low}-{high}]"
+    if low[0] == high[0]:
+        return f"{literal(low[0])} {_same_length_range(low[1:], high[1:])}"
+    rest = len(low) - 1
+    options = [f"{literal(low[0])} {_same_length_range(low[1:], '9' * rest)}"]
+    if int(high[0]) - int(low[0]) > 1:
+        options.append(f"[{int(low[0]) + 1}-{int(high[0]) - 1}] [0-9]{{{rest}}}")
+    options.append(f"{literal(high[0])} {_same_length_range('0' * rest, high[1:])}")
+    return "(" + " | ".join(options) + ")"
+
+
+def _natural_range(low: int, high: int) -> str:
+    """Decimal numerals (no leading zeros) of the integers low..high, 0 <= low <= high."""
+    options = []
+    for length in range(len(str(low)), len(str(high)) + 1):
+        start = low if length == len(str(low)) else 10 ** (length - 1)
+        end = high if length == len(str(high)) else 10**length - 1
+        options.append(_same_length_range(str(start), str(end)))
+    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+
+def _bounds(schema: dict, path: str) -> tuple[float | None, bool, float | None, bool]:
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        value = schema.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise GrammarError(f"`{key}` must be a number.", f"{path}.{key}")
+    low, low_exclusive = schema.get("minimum"), False
+    if schema.get("exclusiveMinimum") is not None and (low is None or schema["exclusiveMinimum"] >= low):
+        low, low_exclusive = schema["exclusiveMinimum"], True
+    high, high_exclusive = schema.get("maximum"), False
+    if schema.get("exclusiveMaximum") is not None and (high is None or schema["exclusiveMaximum"] <= high):
+        high, high_exclusive = schema["exclusiveMaximum"], True
+    return low, low_exclusive, high, high_exclusive
+
+
+def _integer_span(schema: dict, path: str) -> tuple[int, int]:
+    low, low_exclusive, high, high_exclusive = _bounds(schema, path)
+    limit = 10**MAX_DIGITS - 1
+    first = -limit if low is None else (math.floor(low) + 1 if low_exclusive else math.ceil(low))
+    last = limit if high is None else (math.ceil(high) - 1 if high_exclusive else math.floor(high))
+    return max(first, -limit), min(last, limit)
+
+
+def _integers(first: int, last: int) -> list[str]:
+    """Alternatives for the integers first..last."""
+    options = []
+    if last >= 0 and first <= last:
+        options.append(_natural_range(max(first, 0), last))
+    if first < 0 and first <= last:
+        options.append(f'"-" {_natural_range(max(-last, 1), -first)}')
+    return options
+
+
+def _integer(schema: dict, path: str) -> str:
+    first, last = _integer_span(schema, path)
+    options = _integers(first, last)
+    if not options:
+        raise GrammarError("No integer satisfies these bounds.", path)
+    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+
+def _number(schema: dict, path: str, rules: RuleSet) -> str:
+    low, _, high, _ = _bounds(schema, path)
+    if low is None and high is None:
+        return _json_rules(rules)["number"]
+    limit = 10**MAX_DIGITS - 1
+    first, last = _integer_span(schema, path)
+    options = _integers(first, last)
+    # A fraction ending in 1-9 is never zero: k.f lies strictly between k and k+1 (or -k-1 and -k).
+    fraction = f'"." [0-9]{{0,{MAX_DIGITS - 2}}} [1-9]'
+    low_value = -limit if low is None else low
+    high_value = limit if high is None else high
+    positive = (max(math.ceil(low_value), 0), min(math.floor(high_value) - 1, limit))
+    if positive[0] <= positive[1]:
+        options.append(f"{_natural_range(*positive)} {fraction}")
+    negative = (max(math.ceil(-high_value), 0), min(math.floor(-low_value) - 1, limit))
+    if negative[0] <= negative[1]:
+        options.append(f'"-" {_natural_range(*negative)} {fraction}')
+    if not options:
+        raise GrammarError("No number satisfies these bounds.", path)
+    return "(" + " | ".join(options) + ")"
+
+
+# -- the converter ------------------------------------------------------------------------------
+
+
+class _Converter:
+    def __init__(self, root: Any, rules: RuleSet) -> None:
+        self.root = root
+        self.rules = rules
+        self.refs: dict[str, str] = {}
+
+    def expression(self, schema: Any, path: str) -> str:
+        if schema is True or schema == {}:
+            return _json_rules(self.rules)["value"]
+        if not isinstance(schema, dict):
+            raise GrammarError("A schema must be an object (or `true`).", path)
+        unknown = sorted(set(schema) - _ANNOTATIONS - _ASSERTIONS)
+        if unknown:
+            raise GrammarError(
+                f"The schema keyword `{unknown[0]}` is not supported for structured output.", _join(path, unknown[0])
+            )
+        if "$ref" in schema:
+            if set(schema) - _ANNOTATIONS - {"$ref"}:
+                raise GrammarError("`$ref` cannot be combined with other keywords here.", path)
+            return self.reference(schema["$ref"], _join(path, "$ref"))
+        if "const" in schema:
+            return literal(_compact(schema["const"]))
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise GrammarError("`enum` must be a non-empty array.", _join(path, "enum"))
+            return "(" + " | ".join(literal(_compact(value)) for value in values) + ")"
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            if keyword in schema:
+                return self.combination(schema, keyword, path)
+        types = schema.get("type", _implied_type(schema))
+        if types is None:
+            return _json_rules(self.rules)["value"]
+        if isinstance(types, str):
+            types = [types]
+        if not isinstance(types, list) or not types or any(kind not in _TYPES for kind in types):
+            raise GrammarError(f"`type` must be one of {', '.join(_TYPES)} (or a list of them).", _join(path, "type"))
+        options = [self.typed(kind, schema, path) for kind in dict.fromkeys(types)]
+        return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+    def combination(self, schema: dict, keyword: str, path: str) -> str:
+        branches = schema[keyword]
+        where = _join(path, keyword)
+        if not isinstance(branches, list) or not branches:
+            raise GrammarError(f"`{keyword}` must be a non-empty array of schemas.", where)
+        if set(schema) - _ANNOTATIONS - {keyword}:
+            raise GrammarError(f"`{keyword}` cannot be combined with other keywords here.", path)
+        if keyword == "allOf":
+            if len(branches) != 1:
+                raise GrammarError("`allOf` with more than one schema is not supported.", where)
+            return self.expression(branches[0], f"{where}[0]")
+        # oneOf is generated like anyOf: a value is built from one branch (discriminated unions).
+        options = [self.expression(branch, f"{where}[{index}]") for index, branch in enumerate(branches)]
+        return "(" + " | ".join(options) + ")"
+
+    def reference(self, ref: Any, path: str) -> str:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise GrammarError("Only local references (`#/$defs/...`) are supported.", path)
+        if ref not in self.refs:
+            target: Any = self.root
+            for part in filter(None, ref[1:].split("/")):
+                part = part.replace("~1", "/").replace("~0", "~")
+                if not isinstance(target, dict) or part not in target:
+                    raise GrammarError(f"The reference {ref!r} does not resolve.", path)
+                target = target[part]
+            name = self.rules.reserve(ref.rsplit("/", 1)[-1] or "root_ref")
+            self.refs[ref] = name
+            self.rules.define(name, self.expression(target, ref))
+        return self.refs[ref]
+
+    def typed(self, kind: str, schema: dict, path: str) -> str:
+        if kind == "string":
+            return self.string(schema, path)
+        if kind == "integer":
+            return _integer(schema, path)
+        if kind == "number":
+            return _number(schema, path, self.rules)
+        if kind == "boolean":
+            return '("true" | "false")'
+        if kind == "null":
+            return '"null"'
+        if kind == "object":
+            return self.object(schema, path)
+        return self.array(schema, path)
+
+    def string(self, schema: dict, path: str) -> str:
+        pattern, fmt = schema.get("pattern"), schema.get("format")
+        if pattern is not None or fmt is not None:
+            if "minLength" in schema or "maxLength" in schema or (pattern is not None and fmt is not None):
+                raise GrammarError("`pattern`/`format` cannot be combined with each other or with lengths.", path)
+            if fmt is not None and fmt not in _FORMATS:
+                raise GrammarError(
+                    f"The string format {fmt!r} is not supported (supported: {', '.join(_FORMATS)}).",
+                    _join(path, "format"),
+                )
+            if pattern is not None and not isinstance(pattern, str):
+                raise GrammarError("`pattern` must be a string.", _join(path, "pattern"))
+            try:
+                inner = regex_expression(_FORMATS[fmt] if fmt is not None else pattern, json_string=True)
+            except GrammarError as exc:
+                raise GrammarError(exc.message, _join(path, "pattern")) from None
+            return f'"\\"" {inner} "\\""'
+        low, high = _count(schema, "minLength", path), _count(schema, "maxLength", path)
+        char = _json_rules(self.rules)["char"]
+        return f'"\\"" {repeat(char, low or 0, high)} "\\""'
+
+    def object(self, schema: dict, path: str) -> str:
+        properties = schema.get("properties") or {}
+        required = schema.get("required") or []
+        if not isinstance(properties, dict):
+            raise GrammarError("`properties` must be an object.", _join(path, "properties"))
+        if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+            raise GrammarError("`required` must be an array of property names.", _join(path, "required"))
+        members = dict(properties)
+        for name in required:
+            members.setdefault(name, True)
+        minimum, maximum = _count(schema, "minProperties", path), _count(schema, "maxProperties", path)
+        if not members:
+            return self.mapping(schema, path, minimum, maximum)
+        if (minimum or 0) > len(set(required)) or (maximum is not None and maximum < len(members)):
+            raise GrammarError("`minProperties`/`maxProperties` beside `properties` are not supported.", path)
+        entries = [
+            (name in required, f"{literal(_compact(name) + ':')} {SPACE} {self.expression(sub, _join(path, 'properties', name))}")
+            for name, sub in members.items()
+        ]
+        return '"{" ' + _members(entries) + ' "}"'
+
+    def mapping(self, schema: dict, path: str, minimum: int | None, maximum: int | None) -> str:
+        extra = schema.get("additionalProperties", True)
+        if extra is False:
+            if minimum:
+                raise GrammarError("`minProperties` cannot be met without properties.", path)
+            return '"{" "}"'
+        json_rules = _json_rules(self.rules)
+        value = self.expression(extra, _join(path, "additionalProperties"))
+        entry = self.rules.add("entry", f'{json_rules["string"]} ":" {SPACE} {value}')
+        return _list("{", "}", entry, minimum or 0, maximum)
+
+    def array(self, schema: dict, path: str) -> str:
+        minimum, maximum = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
+        prefix = schema.get("prefixItems") or []
+        if not isinstance(prefix, list):
+            raise GrammarError("`prefixItems` must be an array of schemas.", _join(path, "prefixItems"))
+        items = schema.get("items", True)
+        item = None if items is False else self.expression(items, _join(path, "items"))
+        if not prefix:
+            if item is None:
+                return '"[" "]"'
+            return _list("[", "]", item, minimum, maximum)
+        if maximum is not None and maximum < len(prefix):
+            raise GrammarError("`maxItems` is below the number of `prefixItems`.", path)
+        parts = [self.expression(sub, f"{_join(path, 'prefixItems')}[{index}]") for index, sub in enumerate(prefix)]
+        text = f' "," {SPACE} '.join(parts)
+        if item is not None:
+            more_max = None if maximum is None else maximum - len(prefix)
+            text += " " + repeat(f'("," {SPACE} {item})', max(minimum - len(prefix), 0), more_max)
+        elif minimum > len(prefix):
+            raise GrammarError("`minItems` is above the number of `prefixItems` and `items` is false.", path)
+        return f'"[" {text} "]"'
+
+
+def _join(path: str, *parts: str) -> str:
+    return ".".join(part for part in (path, *parts) if part)
+
+
+def _implied_type(schema: dict) -> str | None:
+    if {"properties", "required", "additionalProperties", "minProperties", "maxProperties"} & set(schema):
+        return "object"
+    if {"items", "prefixItems", "minItems", "maxItems"} & set(schema):
+        return "array"
+    if {"minLength", "maxLength", "pattern", "format"} & set(schema):
+        return "string"
+    if {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} & set(schema):
+        return "number"
+    return None
+
+
+def _count(schema: dict, key: str, path: str) -> int | None:
+    value = schema.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GrammarError(f"`{key}` must be a non-negative integer.", _join(path, key))
+    return value
+
+
+def _list(open_: str, close: str, item: str, minimum: int, maximum: int | None) -> str:
+    """`open item, item, ... close` with minimum..maximum items."""
+    if maximum is not None and maximum < minimum:
+        raise GrammarError("The maximum count is below the minimum count.")
+    if maximum == 0:
+        return f"{literal(open_)} {literal(close)}"
+    more = repeat(f'("," {SPACE} {item})', max(minimum - 1, 0), None if maximum is None else maximum - 1)
+    body = f"{item} {more}"
+    if minimum == 0:
+        body = f"({body})?"
+    return f"{literal(open_)} {body} {literal(close)}"
+
+
+def _members(entries: list[tuple[bool, str]]) -> str:
+    """Object members in order; required ones always, optional ones may be left out."""
+    first_required = next((index for index, (required, _) in enumerate(entries) if required), None)
+    if first_required is not None:
+        parts = [f'({entry} "," {SPACE})?' for _, entry in entries[:first_required]]
+        parts.append(entries[first_required][1])
+        for required, entry in entries[first_required + 1 :]:
+            parts.append(f'"," {SPACE} {entry}' if required else f'("," {SPACE} {entry})?')
+        return " ".join(parts)
+    # All optional: choose which comes first, each later one may follow.
+    options = []
+    for index, (_, entry) in enumerate(entries):
+        tail = " ".join(f'("," {SPACE} {later})?' for _, later in entries[index + 1 :])
+        options.append(f"{entry} {tail}".strip())
+    return "(" + " | ".join(options) + ")?"
+
+
+def schema_expression(schema: Any, rules: RuleSet, path: str = "") -> str:
+    """A grammar expression (rules added to `rules`) for compact JSON valid against `schema`.
+
+    `$ref`s resolve against `schema` itself. Raises GrammarError with the path of the problem.
+    """
+    return _Converter(schema, rules).expression(schema, path)
+
+
+def json_schema_grammar(schema: Any) -> str:
+    """A whole grammar producing compact JSON documents valid against `schema`."""
+    rules = RuleSet()
+    return rules.render(schema_expression(schema, rules))
+
+
+def json_object_grammar() -> str:
+    """A whole grammar producing any compact JSON object (`response_format: json_object`)."""
+    rules = RuleSet()
+    return rules.render(_json_rules(rules)["object"])

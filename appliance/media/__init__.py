@@ -1,0 +1,33 @@
+"""Images for vision requests: where they may come from, reading them safely, decoding them.
+
+    sources    what an `image_url` points at (data URL, http(s) URL, local path) and the checks
+               that need no I/O; run for every image before any work is spent on a request
+    policy     `MediaPolicy`: the server's media settings, validated at start-up
+    addresses  which IP addresses a download may connect to
+    fetch      http(s) downloads with SSRF protection (resolve, check every address, connect to
+               the checked one; redirects re-checked hop by hop; deadline and byte cap)
+    local      reading a file inside the allowed directory (symlinks resolved, by components)
+    decode     bytes -> RGB uint8 pixels: pixel limit from the header, first frame, EXIF rotation
+    loader     `ImageLoader`: all of the above for the service layer
+
+No web framework and no OpenVINO here. Refusals are `appliance.errors.InvalidRequest` (400) with a
+code: `invalid_image_url`, `image_fetch_failed`, `image_too_large`, `invalid_image_format`,
+`invalid_image`.
+"""
+
+from appliance.media.decode import DecodedImage, Detail
+from appliance.media.loader import ImageLoader
+from appliance.media.policy import MediaPolicy, build_policy
+from appliance.media.sources import DataImage, ImageSource, LocalImage, RemoteImage
+
+__all__ = [
+    "DataImage",
+    "DecodedImage",
+    "Detail",
+    "ImageLoader",
+    "ImageSource",
+    "LocalImage",
+    "MediaPolicy",
+    "RemoteImage",
+    "build_policy",
+]
