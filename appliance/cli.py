@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ORIGIN,ORIGIN",
         help="browser origins allowed to call the API (e.g. https://app.example.com). Default: none",
     )
+    lmi = serve.add_argument_group("LMI / SageMaker /invocations")
+    lmi.add_argument("--invocations-model", metavar="NAME", help="model /invocations uses (default: the only one)")
+    lmi.add_argument("--lmi-output-formatter", choices=["jsonlines", "sse"], help="stream format (default jsonlines)")
+    lmi.add_argument("--tgi-compat", action="store_true", default=None, help="TGI-compatible answers (arrays, SSE)")
     serve.add_argument(
         "--metrics-open",
         action="store_true",
@@ -163,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--models",
         default="demo-chat,demo-vision",
-        help="comma-separated demo models to build (default demo-chat,demo-vision; also: demo-bench)",
+        help="comma-separated demo models to build (default demo-chat,demo-vision; also: demo-bench, demo-spec, demo-lookup)",
     )
     demo.add_argument("--force", action="store_true", help="rebuild even when the output is current")
 

@@ -22,6 +22,8 @@ __all__ = [
     "Graph",
     "Limits",
     "SchedulerSettings",
+    "SchedulerOverrides",
+    "SpeculativeSettings",
     "load_graph",
     "load_graphs",
 ]
@@ -72,6 +74,15 @@ class Limits(_Config):
     """Prompt + output tokens allowed (0: the model's max_position_embeddings)."""
     max_queued_requests: PositiveInt = 512
     """Requests waiting or running at once; above it requests get 503 with Retry-After."""
+    request_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    """Longest a request may run from submission to its last token; then it is stopped (504, or
+    an error event in a stream). 0: no limit."""
+    engine_hang_seconds: Annotated[float, msgspec.Meta(ge=1)] = 120
+    """An engine with requests in flight that says nothing for this long is hung: it is killed
+    and restarted (its requests end with an error)."""
+    engine_max_rss_mb: NonNegativeInt = 0
+    """When the engine process's resident memory passes this, a fresh engine process replaces it
+    without dropping requests (OpenVINO GenAI's process grows slowly with traffic). 0: never."""
     best_of_limit: Annotated[int, msgspec.Meta(ge=1, le=128)] = 20
     """Largest `n` and `best_of` (beam width) a request may ask for."""
     max_stop_sequences: Annotated[int, msgspec.Meta(ge=0, le=64)] = 4
@@ -80,6 +91,33 @@ class Limits(_Config):
     """Images one chat request may carry, over all its messages (vision graphs)."""
     max_image_pixels: Annotated[int, msgspec.Meta(ge=1, le=MAX_IMAGE_PIXELS_CEILING)] = 16_777_216
     """Width x height of one image, read from its header before decoding (default 4096 x 4096)."""
+
+
+class SchedulerOverrides(_Config):
+    """`[draft_scheduler]`: settings of the draft model's scheduler that differ from the main's."""
+
+    cache_size: NonNegativeInt | None = None
+    max_num_seqs: PositiveInt | None = None
+    max_num_batched_tokens: PositiveInt | None = None
+    dynamic_split_fuse: bool | None = None
+    enable_prefix_caching: bool | None = None
+
+
+class SpeculativeSettings(_Config):
+    """`[speculative]`: per-request defaults of speculative decoding and prompt lookup.
+
+    A request may override them (`num_assistant_tokens`, `assistant_confidence_threshold`,
+    `max_ngram_size`); the service enforces the envelope the engine survives (see
+    `appliance.service.speculative`).
+    """
+
+    num_assistant_tokens: Annotated[int, msgspec.Meta(ge=1, le=16)] = 4
+    """Tokens the draft (or the prompt lookup) proposes per step."""
+    assistant_confidence_threshold: Annotated[float, msgspec.Meta(gt=0, lt=1)] | None = None
+    """Draft graphs: propose while the draft's confidence stays above this (replaces
+    num_assistant_tokens as the default when set)."""
+    max_ngram_size: Annotated[int, msgspec.Meta(ge=1, le=16)] = 3
+    """Prompt lookup: longest n-gram matched against the prompt."""
 
 
 class Graph(_Config):
@@ -104,6 +142,17 @@ class Graph(_Config):
     scheduler: SchedulerSettings = SchedulerSettings()
     defaults: GenerationDefaults = GenerationDefaults()
     limits: Limits = Limits()
+    draft_model_path: str | None = None
+    """Speculative decoding: folder of a draft model exported with the same tokenizer (relative to
+    the graph file's directory unless absolute)."""
+    draft_device: str | None = None
+    """Device of the draft model (default: `device`)."""
+    draft_plugin_config: dict[str, PluginValue] | None = None
+    """OpenVINO properties of the draft model (default: `plugin_config`)."""
+    draft_scheduler: SchedulerOverrides = SchedulerOverrides()
+    prompt_lookup: bool = False
+    """Prompt-lookup decoding: candidate tokens are copied from n-gram matches in the prompt."""
+    speculative: SpeculativeSettings = SpeculativeSettings()
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 
@@ -120,7 +169,21 @@ class Graph(_Config):
 
     @property
     def model_dir(self) -> Path:
-        path = Path(self.model_path)
+        return self._resolve(self.model_path)
+
+    @property
+    def draft_dir(self) -> Path | None:
+        return None if self.draft_model_path is None else self._resolve(self.draft_model_path)
+
+    @property
+    def assisted(self) -> Literal["draft", "lookup"] | None:
+        """How candidate tokens are proposed: a draft model, prompt lookup, or not at all."""
+        if self.draft_model_path is not None:
+            return "draft"
+        return "lookup" if self.prompt_lookup else None
+
+    def _resolve(self, value: str) -> Path:
+        path = Path(value)
         if not path.is_absolute() and self.source:
             path = Path(self.source).parent / path
         return path.resolve()
@@ -151,7 +214,33 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
         )
     if check_paths and not graph.model_dir.is_dir():
         raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
+    _check_speculative(path, graph, check_paths=check_paths)
     return graph
+
+
+def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
+    if graph.draft_model_path is not None and graph.prompt_lookup:
+        raise ConfigError(
+            f"{path}: `draft_model_path` and `prompt_lookup = true` cannot be combined: choose "
+            "speculative decoding with a draft model or prompt-lookup decoding"
+        )
+    if graph.draft_model_path is None:
+        overrides = [
+            name
+            for name in ("draft_device", "draft_plugin_config")
+            if getattr(graph, name) is not None
+        ]
+        if graph.draft_scheduler != SchedulerOverrides():
+            overrides.append("draft_scheduler")
+        if overrides:
+            raise ConfigError(f"{path}: `{overrides[0]}` needs `draft_model_path`")
+    if graph.assisted is not None and graph.pipeline_kind == "VLM_CB":
+        raise ConfigError(f"{path}: speculative decoding and prompt lookup serve text models only (LM_CB)")
+    if graph.draft_device is not None and not _DEVICE.match(graph.draft_device):
+        raise ConfigError(f"{path}: `draft_device` {graph.draft_device!r} is not an OpenVINO device")
+    draft_dir = graph.draft_dir
+    if check_paths and draft_dir is not None and not draft_dir.is_dir():
+        raise ConfigError(f"{path}: `draft_model_path` {draft_dir} is not a directory")
 
 
 def load_graphs(directory: Path) -> list[Graph]:

@@ -13,6 +13,7 @@ into the OpenAI envelope `{"error": {"message", "type", "param", "code"}}`.
     ├── PayloadTooLarge (413)
     ├── Overloaded (503, with Retry-After)
     ├── ModelNotReady (503, the model is loading or restarting)
+    ├── RequestTimedOut (504, the model's per-request time limit ran out)
     └── EngineFailure (500, the engine failed while serving the request)
 
 `ConfigError` is separate: it stops start-up and never reaches a client.
@@ -32,6 +33,7 @@ __all__ = [
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
+    "RequestTimedOut",
 ]
 
 
@@ -113,6 +115,12 @@ class ModelNotReady(ApplianceError):
     status = 503
     type = "server_error"
     code = "model_not_ready"
+
+
+class RequestTimedOut(ApplianceError):
+    status = 504
+    type = "timeout_error"
+    code = "request_timeout"
 
 
 class EngineFailure(ApplianceError):

@@ -48,6 +48,15 @@ class Metrics:
         self.running = Gauge("appliance_num_requests_running", "Requests scheduled in the pipeline", ["model"], registry=r)
         self.waiting = Gauge("appliance_num_requests_waiting", "Requests in the pipeline waiting to be scheduled", ["model"], registry=r)
         self.kv_cache_usage = Gauge("appliance_kv_cache_usage_ratio", "Fraction of the KV cache in use (0..1)", ["model"], registry=r)
+        self.spec_draft_tokens = Counter(
+            "appliance_spec_draft_tokens", "Speculative decoding / prompt lookup: candidate tokens validated", ["model"], registry=r
+        )
+        self.spec_accepted_tokens = Counter(
+            "appliance_spec_accepted_tokens", "Speculative decoding / prompt lookup: candidate tokens accepted", ["model"], registry=r
+        )
+        self.spec_acceptance_rate = Gauge(
+            "appliance_spec_acceptance_rate", "Accepted / candidate tokens since the server started (0..1)", ["model"], registry=r
+        )
         self.model_ready = Gauge("appliance_model_ready", "1 when the model is loaded and serving", ["model"], registry=r)
         self.engine_restarts = Counter("appliance_engine_restarts", "Engine processes restarted after a failure", ["model"], registry=r)
         self.event_loop_lag = Histogram(

@@ -10,6 +10,7 @@ import msgspec
 import uvicorn
 
 from appliance.api.app import create_app
+from appliance.service.lmi import LmiOptions
 from appliance.api.gate import Gate
 from appliance.config import Graph
 from appliance.engine import EngineClient
@@ -71,6 +72,7 @@ def serve(settings: Settings) -> int:
         reloader=reloader,
         background=lambda: supervise(server, registry, reloader),
         media=media,
+        lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     gated = Gate(

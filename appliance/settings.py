@@ -60,6 +60,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     """Largest encoded image: a download, a file or a data URL's decoded payload."""
     media_fetch_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     """Seconds one image download may take, DNS to last byte, redirects included."""
+    invocations_model: str = ""
+    """The model `POST /invocations` (LMI/SageMaker) generates with. Empty: the only model served."""
+    lmi_output_formatter: Literal["jsonlines", "sse"] = "jsonlines"
+    """How `/invocations` streams: JSON Lines (LMI's default) or server-sent events."""
+    tgi_compat: bool = False
+    """TGI-compatible `/invocations`: answers are JSON arrays and streams are server-sent events."""
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:

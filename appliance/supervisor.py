@@ -21,8 +21,7 @@ log = logging.getLogger("appliance.server")
 # While models load, ask systemd for this much more start-up time at every check (a large model
 # can compile for minutes on a GPU; each extension only holds while we keep making progress).
 _LOAD_EXTENSION_S = 30.0
-# An engine that has said nothing for this long while it has work is hung, not busy.
-ENGINE_SILENCE_LIMIT_S = 60.0
+_TICK_S = 0.5
 
 
 class NotifyingServer(uvicorn.Server):
@@ -52,14 +51,45 @@ async def _reload(notifier: Notifier, reloader: Reloader) -> None:
 
 
 def engines_healthy(models: ModelRegistry) -> bool:
-    """False when an engine failed for good, or has in-flight work and went silent (hung)."""
+    """False when an engine failed for good (hung ones are killed and restarted, see below)."""
+    return all(engine.state != "failed" for engine in models)
+
+
+def engine_rss_mb(pid: int | None) -> float:
+    """Resident memory of a process in MiB (0 when it cannot be read)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def recycle_large_engines(models: ModelRegistry, reloader: Reloader, busy: set[str]) -> None:
+    """Start a replacement for every engine above its graph's `engine_max_rss_mb`."""
+    for engine in models:
+        limit = engine.graph.limits.engine_max_rss_mb
+        if not limit or engine.state != "ready" or engine.name in busy:
+            continue
+        rss = engine_rss_mb(engine.pid)
+        if rss > limit:
+            busy.add(engine.name)
+            task = asyncio.get_running_loop().create_task(reloader.recycle(engine, f"RSS {rss:.0f} MiB > {limit} MiB"))
+            task.add_done_callback(lambda _, name=engine.name: busy.discard(name))
+
+
+def restart_hung_engines(models: ModelRegistry) -> None:
+    """Kill engines that have requests in flight and said nothing for `engine_hang_seconds`:
+    their requests end with an error, and the engine restarts like after a crash."""
     now = time.monotonic()
     for engine in models:
-        if engine.state == "failed":
-            return False
-        if engine.state == "ready" and engine.in_flight and now - engine.last_heard > ENGINE_SILENCE_LIMIT_S:
-            return False
-    return True
+        limit = engine.graph.limits.engine_hang_seconds
+        if engine.state == "ready" and engine.in_flight and now - engine.last_heard > limit:
+            engine.kill(f"no sign of life for {now - engine.last_heard:.0f} s with {engine.in_flight} requests in flight")
 
 
 async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Reloader | None = None) -> None:
@@ -75,14 +105,21 @@ async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Re
     names = ", ".join(engine.name for engine in models)
     notifier.ready(f"serving {names}")
     log.info("ready: serving %s", names)
-    interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else 5.0
+    interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else 0.0
+    next_ping = 0.0
     last_status = ""
+    recycling: set[str] = set()
     while True:
-        if notifier.watchdog_seconds and engines_healthy(models):
+        restart_hung_engines(models)
+        if reloader is not None:
+            recycle_large_engines(models, reloader, recycling)
+        now = time.monotonic()
+        if interval and now >= next_ping and engines_healthy(models):
             notifier.watchdog()
+            next_ping = now + interval
         states = [f"{engine.name} {engine.state}" for engine in models if engine.state != "ready"]
         status = f"serving {names}" if not states else "degraded: " + ", ".join(states)
         if status != last_status:
             notifier.status(status)
             last_status = status
-        await asyncio.sleep(interval)
+        await asyncio.sleep(min(interval, _TICK_S) if interval else _TICK_S)

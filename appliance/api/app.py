@@ -11,12 +11,13 @@ from contextlib import asynccontextmanager
 from litestar import Litestar
 from litestar.di import Provide
 
-from appliance.api import openai_routes, openapi, ops_routes, tokenize_routes
+from appliance.api import elastic_routes, lmi_routes, openai_routes, openapi, ops_routes, tokenize_routes
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.service.graphs import Reloader
+from appliance.service.lmi import LmiOptions
 from appliance.service.registry import ModelRegistry
 
 __all__ = ["create_app"]
@@ -35,11 +36,12 @@ def create_app(
     metrics: Metrics | None = None,
     reloader: Reloader | None = None,
     media: ImageLoader | None = None,
+    lmi: LmiOptions | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
-    base64 data URLs only); the app closes it."""
+    base64 data URLs only); the app closes it. `lmi`: the /invocations settings."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
@@ -68,13 +70,17 @@ def create_app(
         return lambda: value
 
     return Litestar(
-        route_handlers=[*openai_routes.routes, *tokenize_routes.routes, *ops_routes.routes, *openapi.routes],
+        route_handlers=[
+            *openai_routes.routes, *tokenize_routes.routes, *ops_routes.routes, *openapi.routes,
+            *lmi_routes.routes, *elastic_routes.routes,
+        ],
         dependencies={
             "models": Provide(provide(models), sync_to_thread=False),
             "loop_monitor": Provide(provide(monitor), sync_to_thread=False),
             "metrics": Provide(provide(metrics), sync_to_thread=False),
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
+            "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

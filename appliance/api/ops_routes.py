@@ -7,6 +7,7 @@ import os
 from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.engine import EngineClient
 from appliance.errors import NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
 from appliance.service.graphs import Reloader
@@ -25,9 +26,20 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
             "max_queued_requests": engine.graph.limits.max_queued_requests,
             "running": engine.stats.running,
             "kv_cache_usage": engine.stats.kv_cache_usage,
+            **({"speculative": _speculation(engine)} if engine.graph.assisted else {}),
             **({"error": engine.load_error} if engine.load_error else {}),
         }
         for engine in models
+    }
+
+
+def _speculation(engine: EngineClient) -> dict[str, object]:
+    drafted, accepted = engine.speculation
+    return {
+        "mode": engine.graph.assisted,
+        "draft_tokens": drafted,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
     }
 
 

@@ -1,4 +1,4 @@
-"""Server-sent events framing, with one shared JSON encoder."""
+"""Server-sent events and JSON Lines framing, with one shared JSON encoder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 
 from appliance.errors import ApplianceError
 
-__all__ = ["DONE", "HEADERS", "event_stream"]
+__all__ = ["DONE", "HEADERS", "data_events", "event_stream", "json_lines", "named_events"]
 
 DONE = b"data: [DONE]\n\n"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -31,3 +31,28 @@ async def event_stream(items: AsyncIterator[object]) -> AsyncIterator[bytes]:
     except ApplianceError as exc:
         yield data(exc.to_dict())
     yield DONE
+
+
+async def data_events(items: AsyncIterator[object]) -> AsyncIterator[bytes]:
+    """`data: <json>` per item and nothing after: TGI's and LMI's SSE streams end without [DONE]."""
+    async for item in items:
+        yield data(item)
+
+
+async def json_lines(items: AsyncIterator[object]) -> AsyncIterator[bytes]:
+    """One JSON document per line (application/jsonlines), LMI's default stream format."""
+    async for item in items:
+        yield _encoder.encode(item) + b"\n"
+
+
+async def named_events(items: AsyncIterator[object], event: str) -> AsyncIterator[bytes]:
+    """`event: <event>` + `data: <json>` per item, then [DONE] as the same event; an error
+    mid-stream becomes `event: error` (Elasticsearch's stream format)."""
+    prefix = f"event: {event}\n".encode()
+    try:
+        async for item in items:
+            yield prefix + data(item)
+    except ApplianceError as exc:
+        yield b"event: error\n" + data(exc.to_dict())
+        return
+    yield prefix + DONE

@@ -267,6 +267,49 @@ RECIPES: dict[str, DemoRecipe] = {
             ),
         ),
         DemoRecipe(
+            name="demo-spec",
+            # The model built here is the draft: demo-chat's tokenizer, a quarter of its layers'
+            # width and one layer. The graph serves demo-chat's model with it.
+            tokenizer=CHAT_TOKENIZER,
+            model=CausalLMSpec(
+                architecture="llama",
+                hidden_size=64,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                intermediate_size=128,
+                max_position_embeddings=2048,
+                seed=1,
+            ),
+            graph=GraphSpec(
+                description=(
+                    "demo-chat's model with speculative decoding (a tiny random draft, so few "
+                    "drafted tokens are accepted); " + _LOCAL_NOTE
+                ),
+                cache_size=1,
+                max_num_seqs=64,
+                max_num_batched_tokens=2048,
+                max_tokens_limit=1024,
+                serves="demo-chat",
+                extra={"draft_model_path": ModelRef("demo-spec")},
+                # f32 inference and KV cache: greedy output with the draft then equals plain greedy.
+                plugin_config={"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-lookup",
+            graph=GraphSpec(
+                description="demo-chat's model with prompt-lookup decoding; " + _LOCAL_NOTE,
+                cache_size=1,
+                max_num_seqs=64,
+                max_num_batched_tokens=2048,
+                max_tokens_limit=1024,
+                serves="demo-chat",
+                extra={"prompt_lookup": True},
+                plugin_config={"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
+            ),
+        ),
+        DemoRecipe(
             name="demo-bench",
             # A bigger vocabulary wants more text: 150 stdlib files instead of 60.
             tokenizer=TokenizerSpec(vocab_size=8192, model_max_length=4096, stdlib_files=150),

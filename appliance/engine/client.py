@@ -47,7 +47,7 @@ from appliance.engine.messages import (
     encoder,
 )
 from appliance.metrics import Metrics
-from appliance.errors import ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
+from appliance.errors import RequestTimedOut, ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
 
 __all__ = ["EngineClient", "RequestStream", "Reservation"]
 
@@ -85,11 +85,27 @@ class RequestStream:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Delta | Finished]:
+        timeout = self._client.graph.limits.request_timeout_seconds
         while not self.done:
-            event = await self._events.get()
+            if not timeout:
+                event = await self._events.get()
+            else:
+                remaining = self.submitted_at + timeout - time.monotonic()
+                try:
+                    event = await asyncio.wait_for(self._events.get(), max(remaining, 0.0))
+                except TimeoutError:
+                    self.cancel()
+                    raise self.timed_out() from None
             if self._yielded.completed_by(event):
                 self.done = True
             yield event
+
+    def timed_out(self) -> RequestTimedOut:
+        timeout = self._client.graph.limits.request_timeout_seconds
+        return RequestTimedOut(
+            f"The request ran longer than model '{self._client.name}' allows "
+            f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
+        )
 
     def cancel(self) -> None:
         """Stop generating (the client went away); the engine frees the request's KV blocks."""
@@ -148,6 +164,8 @@ class EngineClient:
         self.state: State = "stopped"
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
+        self.speculation = (0, 0)
+        """Speculative decoding / prompt lookup since this client started: (drafted, accepted) tokens."""
         self.load_error = ""
         self.vision_tokens: tuple[str, ...] = ()
         """Vision graphs: the model's own image marker tokens (known once loaded)."""
@@ -201,6 +219,12 @@ class EngineClient:
         ).start()
         self._loop.add_reader(parent_conn.fileno(), self._on_readable)
         log.info("engine %s: loading %s on %s (pid %d)", self.name, self.graph.model_dir, self.graph.device, process.pid)
+
+    def kill(self, reason: str) -> None:
+        """Kill a hung engine process; its death is handled like a crash (errors, then restart)."""
+        if self._process is not None and self._process.is_alive():
+            log.error("engine %s: killing pid %s: %s", self.name, self._process.pid, reason)
+            self._process.kill()
 
     async def wait_ready(self) -> None:
         await self._ready.wait()
@@ -270,9 +294,14 @@ class EngineClient:
         self._pending[request_id] = accepted
         for frame in encode_to_engine(Submit(request_id=request_id, prompt=prompt, params=params)):
             self._outbox.put(frame)
+        timeout = self.graph.limits.request_timeout_seconds
         try:
-            answer = await accepted
+            # The time limit covers the wait for the engine's accept too (a busy or hung engine).
+            answer = await (asyncio.wait_for(accepted, timeout) if timeout else accepted)
             stream.prompt_tokens, stream.prompt_tail = answer.prompt_tokens, answer.prompt_tail
+        except TimeoutError:
+            stream.cancel()
+            raise stream.timed_out() from None
         except asyncio.CancelledError:
             stream.cancel()  # the client left before the engine answered
             raise
@@ -327,6 +356,7 @@ class EngineClient:
             for event in message.events:
                 self._deliver(event)
         elif isinstance(message, Stats):
+            self._count_speculation(message)
             self.stats = message
             self._update_gauges()
         elif isinstance(message, Ready):
@@ -393,6 +423,18 @@ class EngineClient:
                     metrics.time_per_output_token.labels(model).observe(
                         (now - stream.first_token_at) / (completion_tokens - 1)
                     )
+
+    def _count_speculation(self, stats: Stats) -> None:
+        # The engine counts since it started; `self.stats` is reset when it restarts.
+        drafted = max(0, stats.draft_tokens - self.stats.draft_tokens)
+        accepted = max(0, stats.accepted_tokens - self.stats.accepted_tokens)
+        if not drafted:
+            return
+        self.speculation = (self.speculation[0] + drafted, self.speculation[1] + accepted)
+        if self._metrics:
+            self._metrics.spec_draft_tokens.labels(self.name).inc(drafted)
+            self._metrics.spec_accepted_tokens.labels(self.name).inc(accepted)
+            self._metrics.spec_acceptance_rate.labels(self.name).set(self.speculation[1] / self.speculation[0])
 
     def _update_gauges(self) -> None:
         if self._metrics:

@@ -49,6 +49,12 @@ def generation_config(params: SamplingParams, max_new_tokens: int, *, eos_token_
             config.rng_seed = params.seed % 2**64
     else:
         config.do_sample = False
+    if params.num_assistant_tokens:
+        config.num_assistant_tokens = params.num_assistant_tokens
+    if params.assistant_confidence_threshold:
+        config.assistant_confidence_threshold = params.assistant_confidence_threshold
+    if params.max_ngram_size:
+        config.max_ngram_size = params.max_ngram_size
     if params.grammar is not None:
         config.structured_output_config = openvino_genai.StructuredOutputConfig(grammar=params.grammar)
     config.validate()

@@ -74,6 +74,12 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     skip_special_tokens: bool = True
     grammar: str | None = None
     """An EBNF grammar (written by `appliance.grammar`) the output must match."""
+    num_assistant_tokens: int = 0
+    """Speculative decoding / prompt lookup: candidates per step (0: unset)."""
+    assistant_confidence_threshold: float = 0.0
+    """Speculative decoding: draft while this confident (0: unset)."""
+    max_ngram_size: int = 0
+    """Prompt lookup: longest n-gram matched (0: unset)."""
 
 
 class ImageData(msgspec.Struct, frozen=True):
@@ -162,6 +168,8 @@ class TokenLogprob(msgspec.Struct, frozen=True, array_like=True):
     token: str
     logprob: float
     bytes: list[int]
+    id: int = -1
+    """The token id (the LMI/TGI token objects show it); -1 when unknown."""
 
 
 class Delta(msgspec.Struct, frozen=True, tag="delta"):
@@ -225,6 +233,10 @@ class Stats(msgspec.Struct, frozen=True, tag="stats"):
     steps: int
     waiting: int = 0
     """Of `running`, those the scheduler did not schedule in the last step."""
+    draft_tokens: int = 0
+    """Speculative decoding / prompt lookup, since the engine started: candidate tokens validated."""
+    accepted_tokens: int = 0
+    """Of `draft_tokens`, those the main model accepted."""
 
 
 FromEngine = Batch | Ready | LoadFailed | Stats

@@ -40,7 +40,7 @@ class TokenTexts:
         if raw is None:
             raw = self._tokenizer.decode([token_id], skip_special_tokens=False).encode()
         # A token holding part of a UTF-8 character shows its bytes as \xNN (as OpenAI does).
-        return TokenLogprob(token=raw.decode("utf-8", "backslashreplace"), logprob=logprob, bytes=list(raw))
+        return TokenLogprob(token=raw.decode("utf-8", "backslashreplace"), logprob=logprob, bytes=list(raw), id=token_id)
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import openvino_genai
 
 from appliance.config import Graph
@@ -26,6 +28,23 @@ def load_pipeline(graph: Graph) -> openvino_genai.ContinuousBatchingPipeline:
     LM_CB and VLM_CB graphs alike: given a vision-language export, the same class loads the image
     encoder too and takes images in `add_request` (see `vlm.py`).
     """
+    properties: dict[str, object] = dict(graph.plugin_config)
+    if graph.draft_dir is not None:
+        properties["draft_model"] = _draft_model(graph, graph.draft_dir)
+    elif graph.prompt_lookup:
+        properties["prompt_lookup"] = True
     return openvino_genai.ContinuousBatchingPipeline(
-        str(graph.model_dir), scheduler_config(graph), graph.device, dict(graph.plugin_config)
+        str(graph.model_dir), scheduler_config(graph), graph.device, properties
+    )
+
+
+def _draft_model(graph: Graph, draft_dir: Path) -> object:
+    scheduler = scheduler_config(graph)
+    for name in graph.draft_scheduler.__struct_fields__:
+        value = getattr(graph.draft_scheduler, name)
+        if value is not None:
+            setattr(scheduler, name, value)
+    plugin_config = graph.plugin_config if graph.draft_plugin_config is None else graph.draft_plugin_config
+    return openvino_genai.draft_model(
+        str(draft_dir), graph.draft_device or graph.device, scheduler_config=scheduler, **plugin_config
     )

@@ -91,6 +91,9 @@ class _Active:
     prompt_tokens: int
     outputs: RequestOutputs
     cancelled: bool = False
+    assistant_tokens: int = 0
+    """Candidates proposed per step (a fixed num_assistant_tokens), 0 if not counted."""
+    max_new_tokens: int = 0
 
 
 class _Engine:
@@ -107,6 +110,8 @@ class _Engine:
         self.vision = VisionRequests(graph, self.tokenizer) if graph.pipeline_kind == "VLM_CB" else None
         self.active: dict[int, _Active] = {}
         self.steps = 0
+        self.draft_tokens = 0
+        self.accepted_tokens = 0
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -124,9 +129,7 @@ class _Engine:
                     command = inbox.get_nowait()
             except queue.Empty:
                 pass
-            if self.active:
-                self.pipe.step()
-                self.steps += 1
+            if self.active and self._step(events):
                 self._collect(events)
                 if not self.active:
                     # The scheduler frees finished and cancelled requests' KV blocks (and updates
@@ -245,7 +248,13 @@ class _Engine:
         else:
             handle = self.pipe.add_request(submit.request_id, input_ids, config)
         outputs = RequestOutputs(self._genai, self.tokenizer, params, self.token_texts, self.eos_token_id)
-        self.active[submit.request_id] = _Active(handle=handle, prompt_tokens=prompt_tokens, outputs=outputs)
+        self.active[submit.request_id] = _Active(
+            handle=handle,
+            prompt_tokens=prompt_tokens,
+            outputs=outputs,
+            assistant_tokens=params.num_assistant_tokens if self.graph.assisted else 0,
+            max_new_tokens=max_new_tokens,
+        )
         return Accepted(request_id=submit.request_id, prompt_tokens=prompt_tokens, prompt_tail=text[-64:])
 
     def _collect(self, events: list[EngineEvent]) -> None:
@@ -253,7 +262,12 @@ class _Engine:
         finished_ids = []
         for request_id, active in self.active.items():
             handle = active.handle
-            done = active.outputs.read(handle.read()) if handle.can_read() else False
+            done = False
+            if handle.can_read():
+                before = active.outputs.generated
+                done = active.outputs.read(handle.read())
+                if active.assistant_tokens and before:
+                    self._count_candidates(active, before, active.outputs.generated - before)
             status = handle.get_status()
             if status == genai.GenerationStatus.RUNNING and not done:
                 events.extend(active.outputs.deltas(request_id))
@@ -279,6 +293,39 @@ class _Engine:
             # Dropping the handle releases the request's KV blocks.
             del self.active[request_id]
 
+    def _step(self, events: list[EngineEvent]) -> bool:
+        self.steps += 1
+        try:
+            self.pipe.step()
+        except Exception as exc:  # a check inside the engine failed
+            self._recover(exc, events)
+            return False
+        return True
+
+    def _recover(self, exc: Exception, events: list[EngineEvent]) -> None:
+        # A failed check inside step() leaves the offending request in the pipeline, and every
+        # later step fails on it again (measured with speculative decoding, ENGINE-NOTES): end the
+        # requests in flight with an error and build a fresh pipeline.
+        reason = _reason(exc)
+        for request_id, active in self.active.items():
+            events.extend(
+                active.outputs.finish(
+                    request_id, active.prompt_tokens, failure="error", error=f"the engine failed: {reason}"
+                )
+            )
+        self.active.clear()
+        self.pipe = None  # frees the old pipeline's KV cache before the new one allocates its own
+        self.pipe = load_pipeline(self.graph)
+
+    def _count_candidates(self, active: _Active, before: int, new_tokens: int) -> None:
+        # A step of speculative decoding or prompt lookup validates up to `assistant_tokens`
+        # candidates (fewer near max_new_tokens) and emits the accepted ones plus one token of the
+        # main model's own. The handle's perf metrics carry no acceptance counts in step mode.
+        slots = min(active.assistant_tokens, active.max_new_tokens - before - 1)
+        if slots > 0 and new_tokens > 0:
+            self.draft_tokens += slots
+            self.accepted_tokens += min(new_tokens - 1, slots)
+
     def _stats(self) -> Stats:
         metrics = self.pipe.get_metrics()
         return Stats(
@@ -286,6 +333,8 @@ class _Engine:
             kv_cache_usage=float(metrics.cache_usage) / 100.0,
             steps=self.steps,
             waiting=max(0, int(metrics.requests) - int(metrics.scheduled_requests)),
+            draft_tokens=self.draft_tokens,
+            accepted_tokens=self.accepted_tokens,
         )
 
 

@@ -246,6 +246,13 @@ class _Sampling(_Request, kw_only=True):
     length_penalty: float | None = None
     """Beam search: exponent on the length the score is divided by."""
     structured_outputs: StructuredOutputs | None = None
+    # Speculative decoding / prompt lookup (OVMS names; graphs with a draft model or prompt_lookup).
+    num_assistant_tokens: Annotated[int, Meta(ge=1, le=16)] | None = None
+    """Candidate tokens proposed per step."""
+    assistant_confidence_threshold: Annotated[float, Meta(gt=0, lt=1)] | None = None
+    """Draft graphs: propose while the draft's confidence stays above this."""
+    max_ngram_size: Annotated[int, Meta(ge=1, le=16)] | None = None
+    """Prompt lookup: longest n-gram matched against the prompt."""
 
 
 class ChatCompletionRequest(_Sampling, kw_only=True):
@@ -262,6 +269,9 @@ class ChatCompletionRequest(_Sampling, kw_only=True):
     response_format: ResponseFormat | None = None
     tool_choice: ToolChoice | None = None
     tools: list[Tool] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    """Handed to the chat template as its `reasoning_effort` variable (templates such as gpt-oss's
+    read it; others ignore it). Elasticsearch sends it."""
     # Extensions (vLLM names).
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool | None = None

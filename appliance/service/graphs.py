@@ -10,7 +10,9 @@ finish.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +57,46 @@ def prepare_graphs(graphs_dir: Path) -> list[Graph]:
                 f"{graph.source}: `pipeline` is LM_CB but {graph.model_dir} holds a vision-language model "
                 "(use VLM_CB or AUTO)"
             )
+        if graph.draft_dir is not None:
+            _check_draft(graph, graph.draft_dir)
     return graphs
+
+
+def _check_draft(graph: Graph, draft_dir: Path) -> None:
+    if not (draft_dir / "openvino_model.xml").is_file():
+        raise ConfigError(f"{graph.source}: draft model {draft_dir} has no openvino_model.xml")
+    if not (draft_dir / "openvino_tokenizer.bin").is_file():
+        raise ConfigError(
+            f"{graph.source}: draft model {draft_dir} has no openvino_tokenizer.xml/.bin: export it "
+            "with its tokenizer so it can be checked against the main model's"
+        )
+    if _tokenizer_identity(graph.model_dir) != _tokenizer_identity(draft_dir):
+        raise ConfigError(
+            f"{graph.source}: the draft model {draft_dir} has a different tokenizer from the main "
+            f"model {graph.model_dir}: speculative decoding needs the main model's tokenizer"
+        )
+
+
+_IGNORED_RT_INFO = ("info", "chat_template")
+_RT_INFO = re.compile(r"<rt_info>(.*)</rt_info>", re.S)
+_RT_ENTRY = re.compile(r'<(\w+)(?: name="([^"]*)")?(?: value="([^"]*)")? ?/>')
+
+
+def _tokenizer_identity(model_dir: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The tokenizer's constants (vocabulary, merges) and settings (special-token ids, ...).
+
+    Left out: the IR's layer names (they differ between two exports of one tokenizer), the tool
+    versions in its rt_info, and the chat template (only the main model's renders prompts; the
+    draft sees token ids)."""
+    with (model_dir / "openvino_tokenizer.bin").open("rb") as file:
+        constants = hashlib.file_digest(file, "sha256").hexdigest()
+    xml = (model_dir / "openvino_tokenizer.xml").read_text(encoding="utf-8", errors="replace")
+    blocks = _RT_INFO.findall(xml)
+    entries = _RT_ENTRY.findall(blocks[-1]) if blocks else []
+    settings = tuple(
+        sorted((tag, value) for tag, name, value in entries if tag not in _IGNORED_RT_INFO and "version" not in tag)
+    )
+    return constants, settings
 
 
 class Reloader:
@@ -136,6 +177,22 @@ class Reloader:
         task = asyncio.get_running_loop().create_task(drain_then_stop())
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+
+    async def recycle(self, engine: EngineClient, reason: str) -> bool:
+        """Replace `engine` by a fresh process of the same graph without dropping requests: the new
+        one loads beside it, takes over once ready, and the old one drains and stops."""
+        async with self._lock:
+            if self._current(engine.name) is not engine:
+                return False  # replaced or removed meanwhile
+            log.warning("engine %s: recycling (%s)", engine.name, reason)
+            fresh = self._make_engine(engine.graph)
+            fresh.start()
+            if not await self._loaded(fresh):
+                log.error("engine %s: the replacement failed to load (%s); keeping the old one", engine.name, fresh.load_error)
+                await fresh.stop()
+                return False
+            self._retire(self.registry.put(fresh))
+            return True
 
     async def close(self) -> None:
         """Wait for engines being retired (at shutdown)."""

@@ -96,6 +96,10 @@ def _template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[
             raise InvalidRequest(
                 f"chat_template_kwargs cannot set {key!r}; use the request field.", param=f"chat_template_kwargs.{key}"
             )
+    reasoning_effort = getattr(request, "reasoning_effort", None)
+    if reasoning_effort is not None:
+        # OpenAI's field reaches the model the way vLLM passes it: as a chat template variable.
+        kwargs = {**kwargs, "reasoning_effort": reasoning_effort}
     add_generation_prompt = request.add_generation_prompt
     if request.continue_final_message:
         if not isinstance(request.messages[-1], AssistantMessage):

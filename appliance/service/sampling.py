@@ -10,6 +10,7 @@ from appliance.config import Graph
 from appliance.engine import SamplingParams
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
+from appliance.service.speculative import assisted_decoding
 
 __all__ = ["sampling_params"]
 
@@ -99,6 +100,7 @@ def sampling_params(
             name,
         )
     top_k = request.top_k or 0
+    assisted = assisted_decoding(graph, request, sampling=best_of == 1 and temperature > 0, n=n, best_of=best_of)
     return SamplingParams(
         max_new_tokens=max_tokens,
         min_new_tokens=request.min_tokens,
@@ -120,4 +122,7 @@ def sampling_params(
         logprobs=logprobs,
         skip_special_tokens=(request.skip_special_tokens is not False) if skip_special_tokens is None else skip_special_tokens,
         grammar=grammar,
+        num_assistant_tokens=assisted.num_assistant_tokens,
+        assistant_confidence_threshold=assisted.assistant_confidence_threshold,
+        max_ngram_size=assisted.max_ngram_size,
     )

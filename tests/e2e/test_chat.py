@@ -153,7 +153,7 @@ def test_completions_stream(openai_client: openai.OpenAI) -> None:
 
 
 def test_models_routes(server, openai_client: openai.OpenAI) -> None:
-    assert [model.id for model in openai_client.models.list()] == [MODEL, "demo-vision"]
+    assert [model.id for model in openai_client.models.list()] == [MODEL, "demo-lookup", "demo-spec", "demo-vision"]
     assert openai_client.models.retrieve(MODEL).id == MODEL
     for prefix in ("v1", "v3"):
         assert httpx.get(f"{server.url}/{prefix}/models", timeout=5).json()["data"][0]["id"] == MODEL

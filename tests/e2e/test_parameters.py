@@ -156,7 +156,7 @@ def test_max_completion_tokens_and_limit(openai_client: openai.OpenAI) -> None:
         ({"extra_body": {"min_tokens": -1}}, "min_tokens"),
         ({"max_tokens": 4, "extra_body": {"min_tokens": 8}}, "min_tokens"),
         ({"extra_body": {"stop_token_ids": ["x"]}}, "stop_token_ids[0]"),
-        ({"extra_body": {"reasoning_effort": "low"}}, "reasoning_effort"),
+        ({"extra_body": {"reasoning_effort": "extreme"}}, "reasoning_effort"),
     ],
 )
 def test_out_of_range_or_unsupported_is_400_naming_it(openai_client: openai.OpenAI, fields: dict, param: str) -> None:

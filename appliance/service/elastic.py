@@ -1,0 +1,59 @@
+"""Elasticsearch's chat_completion inference API (`POST /_inference/.../_stream`) on top of the
+OpenAI chat service.
+
+Elasticsearch's unified chat request is an OpenAI chat request without `stream`: this API only
+streams, always with usage at the end. Each OpenAI chunk is wrapped as `{"chat_completion": chunk}`
+(the route frames it as `event: message`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from appliance.engine import EngineClient, RequestStream
+from appliance.errors import InvalidRequest
+from appliance.media import ImageLoader
+from appliance.protocol.openai import ChatCompletionRequest
+from appliance.service import openai as openai_service
+from appliance.service.registry import ModelRegistry
+
+__all__ = ["chat_body", "chat_engine", "open_chat", "wrapped_chunks"]
+
+
+def chat_engine(models: ModelRegistry, body: Any, inference_id: str) -> EngineClient:
+    """The body's `model` or the inference endpoint's id when either is a served model, else the
+    only model served (the endpoint's `model_id` is often an upstream name such as gpt-4o)."""
+    names = models.names()
+    requested = body.get("model") if isinstance(body, dict) else None
+    for name in (requested, inference_id):
+        if isinstance(name, str) and name in names:
+            return models.get(name)
+    if len(names) == 1:
+        return models.get(names[0])
+    raise InvalidRequest(
+        f"Neither model {requested!r} nor inference id {inference_id!r} is served here; served models: "
+        f"{', '.join(names)}.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def chat_body(body: Any, model: str) -> dict[str, Any]:
+    """The OpenAI chat request this Elasticsearch request means: streamed, with usage."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    return {**body, "model": model, "stream": True, "stream_options": {"include_usage": True}}
+
+
+async def open_chat(engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader) -> RequestStream:
+    """Validate and submit (errors here are answered with a status, before the stream starts)."""
+    return await openai_service.open_chat(engine, request, media)
+
+
+async def wrapped_chunks(
+    request: ChatCompletionRequest, engine: EngineClient, stream: RequestStream
+) -> AsyncIterator[dict[str, object]]:
+    """`{"chat_completion": chunk}` per OpenAI chunk (the model field names the served model)."""
+    async for chunk in openai_service.chat_completion_chunks(request, engine.graph, stream):
+        yield {"chat_completion": chunk}
