@@ -50,6 +50,30 @@ class TokenTexts:
 # 192 -> ~110 ms at concurrency 1).
 
 
+class Detokenizer:
+    """Decodes the windows of every sequence written to in a step with one `Tokenizer.decode` call
+    per skip_special_tokens value: each decode is an OpenVINO inference (~60 us), so one call per
+    step instead of one per token and sequence (39% of the engine thread at 16 streams)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._pending: dict[int, tuple[_Sequence, bool, bool]] = {}
+
+    def mark(self, sequence: _Sequence, *, skip_special_tokens: bool, final: bool) -> None:
+        previous = self._pending.get(id(sequence))
+        self._pending[id(sequence)] = (sequence, skip_special_tokens, final or bool(previous and previous[2]))
+
+    def flush(self) -> None:
+        pending, self._pending = list(self._pending.values()), {}
+        for skip in (True, False):
+            group = [(sequence, final) for sequence, skip_special, final in pending if skip_special is skip and sequence.window]
+            if not group:
+                continue
+            texts = self._tokenizer.decode([sequence.window for sequence, _ in group], skip_special_tokens=skip)
+            for (sequence, final), text in zip(group, texts):
+                sequence.absorb(text, final=final)
+
+
 @dataclass
 class _Sequence:
     index: int
@@ -65,6 +89,18 @@ class _Sequence:
     reported: int = 0
     finish_reason: str | None = None
 
+    def absorb(self, text: str, *, final: bool) -> None:
+        """Take the decoded window: emit what is new, unless it ends inside a UTF-8 character."""
+        # Tokenizer.decode replaces bytes that are not UTF-8 with U+FFFD (constrained generation
+        # can produce them), so any output decodes; a trailing U+FFFD may still be completed.
+        if text.endswith("\ufffd") and not final:
+            return
+        if len(text) > self.window_chars:
+            self.chunks.append(text[self.window_chars :])
+        self.window_chars = len(text)
+        if text.endswith("\n"):
+            self.window, self.window_chars = [], 0
+
     def take(self) -> str:
         text = "".join(self.chunks)
         self.chunks.clear()
@@ -76,9 +112,18 @@ class _Sequence:
 class RequestOutputs:
     """The sequences of one request, mapped to choice indices 0..n-1."""
 
-    def __init__(self, genai: Any, tokenizer: Any, params: SamplingParams, texts: TokenTexts, eos_token_id: int) -> None:
+    def __init__(
+        self,
+        genai: Any,
+        tokenizer: Any,
+        params: SamplingParams,
+        texts: TokenTexts,
+        eos_token_id: int,
+        detokenizer: Detokenizer | None = None,
+    ) -> None:
         self._genai = genai
         self._tokenizer = tokenizer
+        self._detokenizer = detokenizer or Detokenizer(tokenizer)
         self._params = params
         self._texts = texts
         self._final_ids = {eos_token_id, *params.stop_token_ids}
@@ -107,6 +152,7 @@ class RequestOutputs:
         A Delta goes out for new tokens even while the detokenizer holds their text back
         (incomplete UTF-8): token counts and timings stay exact.
         """
+        self._detokenizer.flush()
         events = []
         for sequence in self._by_id.values():
             if sequence.chunks or sequence.logprobs or sequence.generated > sequence.reported:
@@ -131,6 +177,9 @@ class RequestOutputs:
                 self._by_id[sequence_id] = self._new_sequence(index)
                 self._consume(self._by_id[sequence_id], output)
         sequences = {sequence.index: sequence for sequence in self._by_id.values()}
+        for sequence in sequences.values():
+            self._write(sequence, [], final=True)
+        self._detokenizer.flush()
         events = []
         for index in range(self._params.n):
             sequence = sequences.get(index)
@@ -142,7 +191,6 @@ class RequestOutputs:
                     )
                 )
                 continue
-            self._write(sequence, [], final=True)
             reason = failure or sequence.finish_reason or "stop"
             if reason == "stop" and self._params.stop and not self._params.include_stop_str_in_output:
                 self._cut_at_stop_string(sequence)
@@ -184,18 +232,7 @@ class RequestOutputs:
 
     def _write(self, sequence: _Sequence, ids: list[int], *, final: bool) -> None:
         sequence.window += ids
-        if not sequence.window:
-            return
-        # Tokenizer.decode replaces bytes that are not UTF-8 with U+FFFD (constrained generation
-        # can produce them), so any output decodes; a trailing U+FFFD may still be completed.
-        text = self._tokenizer.decode(sequence.window, skip_special_tokens=self._params.skip_special_tokens)
-        if text.endswith("\ufffd") and not final:
-            return
-        if len(text) > sequence.window_chars:
-            sequence.chunks.append(text[sequence.window_chars :])
-        sequence.window_chars = len(text)
-        if text.endswith("\n"):
-            sequence.window, sequence.window_chars = [], 0
+        self._detokenizer.mark(sequence, skip_special_tokens=self._params.skip_special_tokens, final=final)
 
     def _take_logprobs(self, sequence: _Sequence) -> list[TokenLogprob] | None:
         if not self._params.logprobs:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from appliance.config import Graph
 from appliance.engine.generation import generation_config
-from appliance.engine.outputs import RequestOutputs, TokenTexts
+from appliance.engine.outputs import Detokenizer, RequestOutputs, TokenTexts
 from appliance.engine.pipelines import load_pipeline
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import VisionInputError, VisionRequests
@@ -107,6 +107,7 @@ class _Engine:
         self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
         self.eos_token_id = self.tokenizer.get_eos_token_id()
         self.token_texts = TokenTexts(self.tokenizer)
+        self.detokenizer = Detokenizer(self.tokenizer)
         self.vision = VisionRequests(graph, self.tokenizer) if graph.pipeline_kind == "VLM_CB" else None
         self.active: dict[int, _Active] = {}
         self.steps = 0
@@ -247,7 +248,9 @@ class _Engine:
                 )
         else:
             handle = self.pipe.add_request(submit.request_id, input_ids, config)
-        outputs = RequestOutputs(self._genai, self.tokenizer, params, self.token_texts, self.eos_token_id)
+        outputs = RequestOutputs(
+            self._genai, self.tokenizer, params, self.token_texts, self.eos_token_id, self.detokenizer
+        )
         self.active[submit.request_id] = _Active(
             handle=handle,
             prompt_tokens=prompt_tokens,
@@ -260,6 +263,8 @@ class _Engine:
     def _collect(self, events: list[EngineEvent]) -> None:
         genai = self._genai
         finished_ids = []
+        # Read every handle first, then decode all new tokens of this step in one batch.
+        states = []
         for request_id, active in self.active.items():
             handle = active.handle
             done = False
@@ -268,7 +273,9 @@ class _Engine:
                 done = active.outputs.read(handle.read())
                 if active.assistant_tokens and before:
                     self._count_candidates(active, before, active.outputs.generated - before)
-            status = handle.get_status()
+            states.append((request_id, active, handle, done, handle.get_status()))
+        self.detokenizer.flush()
+        for request_id, active, handle, done, status in states:
             if status == genai.GenerationStatus.RUNNING and not done:
                 events.extend(active.outputs.deltas(request_id))
                 continue

@@ -19,10 +19,12 @@ def test_streamed_text_equals_whole_decode_with_no_replacement_characters(demo_r
     emitted_per_token = 0
     for token in ids:
         outputs._write(sequence, [token], final=False)
+        outputs._detokenizer.flush()
         piece = sequence.take()
         emitted_per_token += bool(piece)
         pieces.append(piece)
     outputs._write(sequence, [], final=True)
+    outputs._detokenizer.flush()
     pieces.append(sequence.take())
     assert "".join(pieces) == tokenizer.decode(ids) == TEXT
     assert not any("\ufffd" in piece for piece in pieces)
