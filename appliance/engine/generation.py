@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import openvino_genai
 
 from appliance.engine.messages import SamplingParams
@@ -45,8 +47,9 @@ def generation_config(params: SamplingParams, max_new_tokens: int, *, eos_token_
             config.top_k = params.top_k
         config.min_p = params.min_p
         config.num_return_sequences = params.n
-        if params.seed is not None:
-            config.rng_seed = params.seed % 2**64
+        # Without a seed the pipeline would use rng_seed 0 for every request: the same "random"
+        # answer each time. Only an explicit seed makes sampling reproducible, as in OpenAI's API.
+        config.rng_seed = params.seed % 2**64 if params.seed is not None else secrets.randbits(63)
     else:
         config.do_sample = False
     if params.num_assistant_tokens:

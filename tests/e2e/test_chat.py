@@ -166,3 +166,13 @@ def test_health_ready(server) -> None:
     assert response.status_code == 200
     assert response.json()["models"][MODEL]["state"] == "ready"
     assert httpx.get(f"{server.url}/health/live", timeout=5).status_code == 200
+
+
+def test_unseeded_sampling_varies(openai_client: openai.OpenAI) -> None:
+    def sample() -> str:
+        reply = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Vary"}], max_tokens=24, temperature=1.0
+        )
+        return reply.choices[0].message.content
+
+    assert len({sample() for _ in range(4)}) > 1
