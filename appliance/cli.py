@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from appliance import __version__
+from appliance.config import DEFAULT_MAX_PROMPT_LEN
 from appliance.errors import ConfigError
 from appliance.settings import DEFAULT_CONFIG, load_settings
 
@@ -135,7 +136,19 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--weight-format", default="int8", choices=["int4", "int8", "fp16", "fp32"], help="default int8")
     export.add_argument("--models-dir", type=Path, default=Path("models"), metavar="DIR", help="default ./models")
     export.add_argument("--graphs-dir", type=Path, default=Path("graphs"), metavar="DIR", help="default ./graphs")
-    export.add_argument("--device", default="CPU", help="device written to the graph file (default CPU)")
+    export.add_argument(
+        "--device",
+        default="CPU",
+        help="device written to the graph file (default CPU); NPU also means symmetric int4 weights with "
+        "--weight-format int4 and a stateful-pipeline graph",
+    )
+    export.add_argument(
+        "--max-prompt-len",
+        type=int,
+        default=DEFAULT_MAX_PROMPT_LEN,
+        metavar="N",
+        help=f"NPU graphs: longest prompt in tokens (MAX_PROMPT_LEN, default {DEFAULT_MAX_PROMPT_LEN})",
+    )
     export.add_argument("--task", help="optimum task, when it cannot be inferred (e.g. image-text-to-text)")
     export.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)")
     export.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
@@ -219,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             from appliance.service.graphs import prepare_graphs
 
             for graph in prepare_graphs(args.graphs):
-                print(f"ok  {graph.name:<24} {graph.device:<8} {graph.model_dir}  ({graph.source})")
+                print(f"ok  {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
             return 0
         if args.command == "export":
             from appliance.export import ExportError, export_model
@@ -235,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                     task=args.task,
                     trust_remote_code=args.trust_remote_code,
                     force=args.force,
+                    max_prompt_len=args.max_prompt_len,
                 )
             except ExportError as exc:
                 print(f"appliance export: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ import msgspec
 from appliance.errors import ConfigError
 
 __all__ = [
+    "STATEFUL_PROPERTIES",
     "GenerationDefaults",
     "Graph",
     "Limits",
@@ -25,6 +26,7 @@ __all__ = [
     "SchedulerOverrides",
     "SpeculativeSettings",
     "load_graph",
+    "is_npu",
     "load_graphs",
 ]
 
@@ -36,6 +38,12 @@ PluginValue = str | int | float | bool
 VISION_ENCODER_IR = "openvino_vision_embeddings_model.xml"
 # Pillow refuses images above twice its MAX_IMAGE_PIXELS outright.
 MAX_IMAGE_PIXELS_CEILING = 178_956_970
+
+# OpenVINO GenAI's NPU pipeline defaults for its static shapes (prompt, and room for the answer).
+DEFAULT_MAX_PROMPT_LEN = 1024
+DEFAULT_MIN_RESPONSE_LEN = 128
+STATEFUL_PROPERTIES = ("MAX_PROMPT_LEN", "MIN_RESPONSE_LEN")
+"""plugin_config keys read by the stateful pipeline itself, not by a device plugin."""
 
 # Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
 _DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
@@ -127,9 +135,11 @@ class Graph(_Config):
     model_path: str
     """Folder with the OpenVINO IR, relative to the graph file's directory unless absolute."""
     device: str = "CPU"
-    pipeline: Literal["AUTO", "LM_CB", "VLM_CB"] = "AUTO"
-    """LM_CB: text model; VLM_CB: vision-language model (images in chat); AUTO: VLM_CB when the
-    model folder holds a vision encoder, else LM_CB. Both run continuous batching."""
+    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM"] = "AUTO"
+    """LM_CB: text model; VLM_CB: vision-language model (images in chat); both run continuous
+    batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
+    GPU it trades throughput for a smaller footprint). AUTO: VLM when the model folder holds a
+    vision encoder, else LM; continuous batching except on NPU."""
     description: str = ""
     tool_parser: Literal["hermes", "llama3_json", "mistral"] | None = None
     """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Qwen/Hermes),
@@ -157,15 +167,39 @@ class Graph(_Config):
     """The graph file this came from (filled in by the loader)."""
 
     @property
-    def pipeline_kind(self) -> Literal["LM_CB", "VLM_CB"]:
-        """The pipeline actually served (AUTO resolved by looking at the model folder)."""
+    def pipeline_kind(self) -> Literal["LM_CB", "VLM_CB", "LM", "VLM"]:
+        """The pipeline actually served (AUTO resolved by the model folder and the device)."""
         if self.pipeline != "AUTO":
             return self.pipeline
-        return "VLM_CB" if (self.model_dir / VISION_ENCODER_IR).is_file() else "LM_CB"
+        kind = "VLM" if (self.model_dir / VISION_ENCODER_IR).is_file() else "LM"
+        # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
+        return kind if is_npu(self.device) else f"{kind}_CB"
+
+    @property
+    def stateful(self) -> bool:
+        """One request at a time through the stateful LLMPipeline / VLMPipeline (FIFO queue)."""
+        return self.pipeline_kind in ("LM", "VLM")
 
     @property
     def accepts_images(self) -> bool:
-        return self.pipeline_kind == "VLM_CB"
+        return self.pipeline_kind in ("VLM_CB", "VLM")
+
+    @property
+    def max_images(self) -> int:
+        """Images one request may carry: the stateful VLM pipeline takes one."""
+        limit = self.limits.max_images_per_request
+        return min(limit, 1) if self.stateful else limit
+
+    @property
+    def max_prompt_len(self) -> int | None:
+        """Stateful graphs: the longest prompt, in tokens (plugin_config MAX_PROMPT_LEN, default
+        1024 as in OpenVINO GenAI's NPU pipeline); None for continuous batching."""
+        return int(self.plugin_config.get("MAX_PROMPT_LEN", DEFAULT_MAX_PROMPT_LEN)) if self.stateful else None
+
+    @property
+    def min_response_len(self) -> int:
+        """Stateful graphs on NPU: KV-cache room kept for the answer beyond MAX_PROMPT_LEN."""
+        return int(self.plugin_config.get("MIN_RESPONSE_LEN", DEFAULT_MIN_RESPONSE_LEN))
 
     @property
     def model_dir(self) -> Path:
@@ -215,7 +249,44 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     if check_paths and not graph.model_dir.is_dir():
         raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
     _check_speculative(path, graph, check_paths=check_paths)
+    _check_stateful(path, graph)
     return graph
+
+
+def is_npu(device: str) -> bool:
+    """NPU or NPU.N (not a virtual device that merely lists it)."""
+    return device == "NPU" or device.startswith("NPU.")
+
+
+def _check_stateful(path: Path, graph: Graph) -> None:
+    # `pipeline` AUTO resolves by looking into the model folder, which may not exist yet: the
+    # checks that need the kind only apply once it is known.
+    explicit = graph.pipeline in ("LM", "VLM") or (graph.pipeline == "AUTO" and is_npu(graph.device))
+    for key in STATEFUL_PROPERTIES:
+        value = graph.plugin_config.get(key)
+        if value is None:
+            continue
+        if not explicit:
+            raise ConfigError(
+                f"{path}: `plugin_config.{key}` applies to the stateful pipeline only (`pipeline` LM "
+                "or VLM, or a graph on NPU); continuous batching has no prompt limit of its own"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{path}: `plugin_config.{key}` must be a positive whole number of tokens")
+    if not explicit:
+        return
+    if graph.assisted is not None:
+        raise ConfigError(
+            f"{path}: speculative decoding and prompt lookup need continuous batching (`pipeline` LM_CB); "
+            "this graph runs the stateful pipeline"
+        )
+    if graph.scheduler != SchedulerSettings():
+        raise ConfigError(
+            f"{path}: `[scheduler]` configures continuous batching; this graph runs the stateful "
+            "pipeline (one request at a time), which has no scheduler: remove the section"
+        )
+    if not is_npu(graph.device) and graph.plugin_config.get("ATTENTION_BACKEND", "SDPA") != "SDPA":
+        raise ConfigError(f"{path}: the stateful pipeline runs with `plugin_config.ATTENTION_BACKEND` = \"SDPA\"")
 
 
 def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from appliance.config import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, is_npu
+
 __all__ = ["WEIGHT_FORMATS", "export_model"]
 
 WEIGHT_FORMATS = ("int4", "int8", "fp16", "fp32")
@@ -39,6 +41,7 @@ def export_model(
     task: str | None = None,
     trust_remote_code: bool = False,
     force: bool = False,
+    max_prompt_len: int = DEFAULT_MAX_PROMPT_LEN,
     log: Callable[[str], None] = print,
 ) -> Path:
     """Export `source` to `models_dir/name`, check it, write `graphs_dir/name.toml`; returns the graph."""
@@ -46,6 +49,8 @@ def export_model(
         raise ExportError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (up to 128)")
     if weight_format not in WEIGHT_FORMATS:
         raise ExportError(f"--weight-format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
+    if max_prompt_len < 1:
+        raise ExportError(f"--max-prompt-len {max_prompt_len}: give a positive number of tokens")
     target = models_dir / name
     graph_path = graphs_dir / f"{name}.toml"
     if (target.exists() or graph_path.exists()) and not force:
@@ -56,7 +61,7 @@ def export_model(
     started = time.monotonic()
     try:
         log(f"[1/3] exporting {source} with optimum-intel ({weight_format} weights) ...")
-        _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log)
+        _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log, npu=is_npu(device))
         log("[2/3] checking the exported model ...")
         # Checked on the CPU, which every box has; the graph still names the device asked for.
         log(f"      {check_model(staging, 'CPU')}")
@@ -66,18 +71,31 @@ def export_model(
         shutil.rmtree(staging, ignore_errors=True)
     log(f"[3/3] writing {graph_path}")
     graphs_dir.mkdir(parents=True, exist_ok=True)
-    graph_path.write_text(render_graph(name, source, target, graphs_dir, device, weight_format), encoding="utf-8")
+    graph_path.write_text(
+        render_graph(name, source, target, graphs_dir, device, weight_format, max_prompt_len=max_prompt_len),
+        encoding="utf-8",
+    )
     log(f"done in {time.monotonic() - started:.0f} s: serve it with `appliance serve --graphs {graphs_dir}`")
     return graph_path
 
 
 def _run_optimum_cli(
-    source: str, out: Path, weight_format: str, task: str | None, trust_remote_code: bool, log: Callable[[str], None]
+    source: str,
+    out: Path,
+    weight_format: str,
+    task: str | None,
+    trust_remote_code: bool,
+    log: Callable[[str], None],
+    *,
+    npu: bool = False,
 ) -> None:
     command = [
         sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
         "--model", source, "--weight-format", weight_format,
     ]
+    if npu and weight_format == "int4":
+        # NPU runs symmetric int4 weights, every layer compressed (OpenVINO's "GenAI on NPU" guide).
+        command += ["--sym", "--ratio", "1.0", "--group-size", "128"]
     task = task or _infer_local_task(Path(source))
     if task:
         command += ["--task", task]
@@ -137,13 +155,31 @@ def _has_chat_template(model_dir: Path) -> bool:
     return "chat_template" in rt_info
 
 
-def render_graph(name: str, source: str, model_dir: Path, graphs_dir: Path, device: str, weight_format: str) -> str:
+def render_graph(
+    name: str,
+    source: str,
+    model_dir: Path,
+    graphs_dir: Path,
+    device: str,
+    weight_format: str,
+    *,
+    max_prompt_len: int = DEFAULT_MAX_PROMPT_LEN,
+) -> str:
     model_path = Path(os.path.relpath(model_dir.resolve(), graphs_dir.resolve())).as_posix()
-    return (
+    head = (
         f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
         f'name = "{name}"\n'
         f'model_path = "{model_path}"\n'
         f'device = "{device}"\n'
+    )
+    if is_npu(device):
+        return head + (
+            "# NPU runs the stateful pipeline: one request at a time (README, \"NPU and the stateful pipeline\").\n"
+            "\n[plugin_config]\n"
+            f"MAX_PROMPT_LEN = {max_prompt_len}     # longest prompt in tokens; longer ones get a 400\n"
+            f"MIN_RESPONSE_LEN = {DEFAULT_MIN_RESPONSE_LEN}   # room for the answer beyond it\n"
+        )
+    return head + (
         "\n[scheduler]\n"
         "cache_size = 2            # GB of KV cache\n"
         "max_num_batched_tokens = 512\n"

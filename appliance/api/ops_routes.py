@@ -21,11 +21,15 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
         engine.name: {
             "state": engine.state,
             "device": engine.graph.device,
+            "pipeline": engine.graph.pipeline_kind,
             "pid": engine.pid,
             "in_flight": engine.in_flight,
             "max_queued_requests": engine.graph.limits.max_queued_requests,
             "running": engine.stats.running,
+            "waiting": engine.stats.waiting,
             "kv_cache_usage": engine.stats.kv_cache_usage,
+            # Pipeline steps since the engine (re)started; the stateful pipeline steps once per token.
+            "steps": engine.stats.steps,
             **({"speculative": _speculation(engine)} if engine.graph.assisted else {}),
             **({"error": engine.load_error} if engine.load_error else {}),
         }

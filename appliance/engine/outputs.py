@@ -101,9 +101,11 @@ class _Sequence:
         if text.endswith("\n"):
             self.window, self.window_chars = [], 0
 
-    def take(self) -> str:
-        text = "".join(self.chunks)
-        self.chunks.clear()
+    def take(self, keep: int = 0) -> str:
+        """The text not sent yet, but for its last `keep` characters."""
+        pending = "".join(self.chunks)
+        text, rest = pending[: len(pending) - keep], pending[len(pending) - keep :]
+        self.chunks[:] = [rest] if rest else []
         self.sent.append(text)
         self.sent_chars += len(text)
         return text
@@ -120,6 +122,8 @@ class RequestOutputs:
         texts: TokenTexts,
         eos_token_id: int,
         detokenizer: Detokenizer | None = None,
+        *,
+        match_stop_strings: bool = False,
     ) -> None:
         self._genai = genai
         self._tokenizer = tokenizer
@@ -127,6 +131,7 @@ class RequestOutputs:
         self._params = params
         self._texts = texts
         self._final_ids = {eos_token_id, *params.stop_token_ids}
+        self._match_stop_strings = match_stop_strings and bool(params.stop)
         self._by_id: dict[int, _Sequence] = {}
         self._beams: dict[int, Any] = {}
 
@@ -161,13 +166,22 @@ class RequestOutputs:
                 events.append(
                     Delta(
                         request_id=request_id,
-                        text=sequence.take(),
+                        text=sequence.take(keep=self._stop_prefix_chars(sequence)),
                         tokens=sequence.generated,
                         index=sequence.index,
                         logprobs=logprobs,
                     )
                 )
         return events
+
+    def stop_string_matched(self) -> bool:
+        """With `match_stop_strings` (the pipeline does not match them itself): whether the text
+        generated so far holds a stop string. Text that could begin one is never sent in a delta,
+        so a match always lies in the text not sent yet, where `finish` cuts it."""
+        if not self._match_stop_strings:
+            return False
+        self._detokenizer.flush()
+        return any(stop in "".join(sequence.chunks) for sequence in self._by_id.values() for stop in self._params.stop)
 
     def finish(self, request_id: int, prompt_tokens: int, *, failure: str | None, error: str = "") -> list[Finished]:
         """One `Finished` per returned sequence; `failure` ("cancelled"/"error") overrides reasons."""
@@ -233,6 +247,17 @@ class RequestOutputs:
     def _write(self, sequence: _Sequence, ids: list[int], *, final: bool) -> None:
         sequence.window += ids
         self._detokenizer.mark(sequence, skip_special_tokens=self._params.skip_special_tokens, final=final)
+
+    def _stop_prefix_chars(self, sequence: _Sequence) -> int:
+        # The longest end of the unsent text that a stop string starts with: held back until the
+        # next tokens tell whether the stop string follows.
+        if not self._match_stop_strings:
+            return 0
+        pending = "".join(sequence.chunks)
+        return max(
+            (size for stop in self._params.stop for size in range(min(len(stop) - 1, len(pending)), 0, -1) if pending.endswith(stop[:size])),
+            default=0,
+        )
 
     def _take_logprobs(self, sequence: _Sequence) -> list[TokenLogprob] | None:
         if not self._params.logprobs:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import openvino_genai
 
-from appliance.config import Graph
+from appliance.config import STATEFUL_PROPERTIES, Graph, is_npu
 
-__all__ = ["load_pipeline"]
+__all__ = ["load_pipeline", "load_stateful_pipeline"]
 
 
 def scheduler_config(graph: Graph) -> openvino_genai.SchedulerConfig:
@@ -48,3 +48,17 @@ def _draft_model(graph: Graph, draft_dir: Path) -> object:
     return openvino_genai.draft_model(
         str(draft_dir), graph.draft_device or graph.device, scheduler_config=scheduler, **plugin_config
     )
+
+
+def load_stateful_pipeline(graph: Graph) -> openvino_genai.LLMPipeline | openvino_genai.VLMPipeline:
+    """The stateful pipeline of an LM or VLM graph: one request at a time, its KV cache kept in
+    the model's state. NPU runs nothing else (it reads MAX_PROMPT_LEN / MIN_RESPONSE_LEN to fix its
+    static shapes); on CPU and GPU `ATTENTION_BACKEND=SDPA` selects it, and the CPU plugin refuses
+    the NPU-only keys, so they stay with the appliance (which enforces MAX_PROMPT_LEN itself)."""
+    properties: dict[str, object] = dict(graph.plugin_config)
+    if not is_npu(graph.device):
+        for key in STATEFUL_PROPERTIES:
+            properties.pop(key, None)
+        properties["ATTENTION_BACKEND"] = "SDPA"
+    pipeline = openvino_genai.VLMPipeline if graph.accepts_images else openvino_genai.LLMPipeline
+    return pipeline(str(graph.model_dir), graph.device, **properties)

@@ -9,6 +9,7 @@ render it a second time. Text-only requests to a VLM graph take the same path wi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +21,19 @@ from appliance.config import Graph
 from appliance.engine.messages import ImageData
 from appliance.engine.vision import PIPELINE_TAG_PATTERN, check_image_tags, image_tokens, native_token_ids
 
-__all__ = ["VisionInputError", "VisionRequests"]
+__all__ = ["PreparedRequest", "VisionInputError", "VisionRequests", "image_tensors"]
 
 log = logging.getLogger("appliance.engine")
+
+
+def image_tensors(images: list[ImageData]) -> list[openvino.Tensor]:
+    """The images as the VLM pipelines take them: NHWC uint8 (NCHW broke Qwen2-VL for every later
+    request). ov.Tensor copies the read-only frame buffer; the copy lives until the pipeline has
+    encoded the image."""
+    return [
+        openvino.Tensor(np.frombuffer(image.pixels, dtype=np.uint8).reshape(1, image.height, image.width, 3))
+        for image in images
+    ]
 
 
 class VisionInputError(ValueError):
@@ -89,19 +100,12 @@ class VisionRequests:
     ) -> Any:
         """Submit to the pipeline (encodes the images here: tens of ms per large image)."""
         config.apply_chat_template = False
-        # NHWC uint8 is the layout the VLM pipelines take (NCHW broke Qwen2-VL for every later
-        # request). ov.Tensor copies the read-only frame buffer; the copy lives until add_request
-        # has encoded the image.
-        tensors = [
-            openvino.Tensor(np.frombuffer(image.pixels, dtype=np.uint8).reshape(1, image.height, image.width, 3))
-            for image in request.images
-        ]
-        return pipe.add_request(request_id, request.prompt, tensors, config)
+        return pipe.add_request(request_id, request.prompt, image_tensors(request.images), config)
 
-    def final_prompt_tokens(self, handle: Any, counted: int) -> int:
+    def final_prompt_tokens(self, perf_metrics: Callable[[], Any], counted: int) -> int:
         """The pipeline's own prompt count once a request has finished (`counted` if unavailable)."""
         try:
-            reported = int(handle.get_perf_metrics().get_num_input_tokens())
+            reported = int(perf_metrics().get_num_input_tokens())
         except Exception:  # no metrics for a request that never ran (e.g. cancelled while queued)
             return counted
         if reported != counted and self.exact_counts and not self._warned_count:

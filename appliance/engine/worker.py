@@ -1,14 +1,16 @@
-"""The engine process: one model's ContinuousBatchingPipeline driven by an add_request/step loop.
+"""The engine process: one model's pipeline, driven for the server process over a pipe.
 
 It runs in its own process because `step()`, `add_request()` and `Tokenizer.encode` hold the GIL
 (see ENGINE-NOTES): in the server process they would stall the HTTP event loop for a whole step.
 Commands arrive on a pipe (read by a thread, so the loop never blocks on it while requests run);
-events go back as one `Batch` frame per step.
+events go back in `Batch` frames.
+
+Continuous-batching graphs (LM_CB, VLM_CB) run here, as an add_request/step loop with one `Batch`
+per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -16,21 +18,17 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from appliance.config import Graph
-from appliance.engine.generation import generation_config
-from appliance.engine.outputs import Detokenizer, RequestOutputs, TokenTexts
+from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.pipelines import load_pipeline
-from appliance.engine.prompts import PromptError, render_chat
-from appliance.engine.vlm import VisionInputError, VisionRequests
+from appliance.engine.requests import RequestPreparer, model_context, reason
+from appliance.engine.stateful import StatefulEngine
 from appliance.engine.messages import (
     Accepted,
     Batch,
     Cancel,
-    ChatPrompt,
     Detokenize,
-    Detokenized,
     EngineEvent,
     LoadFailed,
     Ready,
@@ -39,7 +37,6 @@ from appliance.engine.messages import (
     Stats,
     Submit,
     Tokenize,
-    Tokenized,
     ToEngineDecoder,
     encoder,
 )
@@ -54,11 +51,12 @@ def main(graph: Graph, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     started = time.monotonic()
     try:
-        engine = _Engine(graph)
+        engine: _Engine | StatefulEngine = StatefulEngine(graph) if graph.stateful else _Engine(graph)
     except Exception as exc:  # any load failure is reported, the process then exits
         conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
         return
-    vision_tokens = engine.vision.native_tokens if engine.vision is not None else []
+    vision = engine.requests.vision
+    vision_tokens = vision.native_tokens if vision is not None else []
     conn.send_bytes(
         encoder.encode(
             Ready(
@@ -97,6 +95,8 @@ class _Active:
 
 
 class _Engine:
+    """A continuous-batching pipeline: every request in flight advances one token per `step()`."""
+
     def __init__(self, graph: Graph) -> None:
         import openvino_genai as genai
 
@@ -104,11 +104,10 @@ class _Engine:
         self.graph = graph
         self.pipe = load_pipeline(graph)
         self.tokenizer = self.pipe.get_tokenizer()
-        self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
-        self.eos_token_id = self.tokenizer.get_eos_token_id()
-        self.token_texts = TokenTexts(self.tokenizer)
+        self.max_context = graph.limits.max_context or model_context(graph.model_dir)
+        self.requests = RequestPreparer(graph, self.tokenizer, max_context=self.max_context)
         self.detokenizer = Detokenizer(self.tokenizer)
-        self.vision = VisionRequests(graph, self.tokenizer) if graph.pipeline_kind == "VLM_CB" else None
+        self.vision = self.requests.vision
         self.active: dict[int, _Active] = {}
         self.steps = 0
         self.draft_tokens = 0
@@ -152,113 +151,36 @@ class _Engine:
                 active.cancelled = True
                 active.handle.cancel()
         elif isinstance(command, Tokenize | Detokenize):
-            events.append(self._tokenize(command))
-
-    def _tokenize(self, command: Tokenize | Detokenize) -> EngineEvent:
-        try:
-            if isinstance(command, Detokenize):
-                unknown = [token for token in command.tokens if not self.token_texts.known(token)]
-                if unknown:
-                    return Rejected(
-                        request_id=command.request_id,
-                        message=f"Token id {unknown[0]} is not in this model's vocabulary.",
-                        code="invalid_value",
-                        param="tokens",
-                    )
-                return Detokenized(request_id=command.request_id, text=self.tokenizer.decode(command.tokens))
-            prompt = command.prompt
-            text = render_chat(self.tokenizer, prompt) if isinstance(prompt, ChatPrompt) else prompt.text
-            ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
-            strs = [self.token_texts.entry(int(token), 0.0).token for token in ids]
-            return Tokenized(request_id=command.request_id, tokens=[int(token) for token in ids], token_strs=strs)
-        except PromptError as exc:
-            return Rejected(request_id=command.request_id, message=str(exc), code="invalid_prompt", param=exc.param)
-        except Exception as exc:
-            return Rejected(
-                request_id=command.request_id,
-                message=f"The tokenizer failed: {_reason(exc)}",
-                code="invalid_prompt",
-                param="tokens" if isinstance(command, Detokenize) else None,
-            )
+            events.append(self.requests.tokenize(command))
 
     def _submit(self, submit: Submit) -> EngineEvent:
-        try:
-            if isinstance(submit.prompt, ChatPrompt):
-                text = render_chat(self.tokenizer, submit.prompt)
-            else:
-                text = submit.prompt.text
-            if self.vision is not None:
-                images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
-                vision_request = self.vision.prepare(text, images)
-                prompt_tokens = vision_request.prompt_tokens
-            else:
-                # The chat template already holds any BOS token: do not add special tokens again.
-                input_ids = self.tokenizer.encode(text, add_special_tokens=False).input_ids
-                prompt_tokens = int(input_ids.get_shape()[-1])
-        except VisionInputError as exc:
-            return Rejected(
-                request_id=submit.request_id,
-                message=f"The images cannot be used with this model: {exc}.",
-                code="invalid_image",
-                param="messages",
-            )
-        except PromptError as exc:
-            return Rejected(request_id=submit.request_id, message=str(exc), code="invalid_prompt", param=exc.param)
-        except Exception as exc:
-            return Rejected(
-                request_id=submit.request_id,
-                message=f"The prompt could not be prepared: {exc}",
-                code="invalid_prompt",
-                param="messages" if isinstance(submit.prompt, ChatPrompt) else "prompt",
-            )
+        prepared = self.requests.prepare(submit)
+        if isinstance(prepared, Rejected):
+            return prepared
         params = submit.params
-        room = self.max_context - prompt_tokens
-        max_new_tokens = params.max_new_tokens
-        if max_new_tokens is None:
-            max_new_tokens = min(self.graph.limits.max_tokens_limit, room)
-        if max_new_tokens < 1 or prompt_tokens + max_new_tokens > self.max_context:
-            return Rejected(
-                request_id=submit.request_id,
-                message=(
-                    f"This model's maximum context length is {self.max_context} tokens. However, "
-                    f"you requested {prompt_tokens + max(max_new_tokens, 1)} tokens "
-                    f"({prompt_tokens} in the messages, {max(max_new_tokens, 1)} in the "
-                    "completion). Please reduce the length of the messages or completion."
-                ),
-                code="context_length_exceeded",
-                param="messages" if isinstance(submit.prompt, ChatPrompt) else "prompt",
-            )
-        try:
-            config = generation_config(params, max_new_tokens, eos_token_id=self.eos_token_id)
-        except Exception as exc:  # the pipeline's own validation: refuse before add_request
-            return Rejected(
-                request_id=submit.request_id,
-                message=f"The generation parameters are not supported together: {_reason(exc)}",
-                code="invalid_value",
-            )
-        if self.vision is not None:
+        if prepared.vision is not None:
             try:
-                handle = self.vision.add_request(self.pipe, submit.request_id, vision_request, config)
+                handle = self.vision.add_request(self.pipe, submit.request_id, prepared.vision, prepared.config)
             except Exception as exc:  # raised before the request joins the pipeline, which stays usable
                 return Rejected(
                     request_id=submit.request_id,
-                    message=f"The pipeline could not prepare the request's images: {_reason(exc)}",
+                    message=f"The pipeline could not prepare the request's images: {reason(exc)}",
                     code="invalid_image",
                     param="messages",
                 )
         else:
-            handle = self.pipe.add_request(submit.request_id, input_ids, config)
+            handle = self.pipe.add_request(submit.request_id, prepared.input_ids, prepared.config)
         outputs = RequestOutputs(
-            self._genai, self.tokenizer, params, self.token_texts, self.eos_token_id, self.detokenizer
+            self._genai, self.tokenizer, params, self.requests.token_texts, self.requests.eos_token_id, self.detokenizer
         )
         self.active[submit.request_id] = _Active(
             handle=handle,
-            prompt_tokens=prompt_tokens,
+            prompt_tokens=prepared.prompt_tokens,
             outputs=outputs,
             assistant_tokens=params.num_assistant_tokens if self.graph.assisted else 0,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=prepared.max_new_tokens,
         )
-        return Accepted(request_id=submit.request_id, prompt_tokens=prompt_tokens, prompt_tail=text[-64:])
+        return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
 
     def _collect(self, events: list[EngineEvent]) -> None:
         genai = self._genai
@@ -290,7 +212,7 @@ class _Engine:
                     request_id,
                     active.prompt_tokens
                     if self.vision is None
-                    else self.vision.final_prompt_tokens(handle, active.prompt_tokens),
+                    else self.vision.final_prompt_tokens(handle.get_perf_metrics, active.prompt_tokens),
                     failure=failure,
                     error="the scheduler could not fit the request in the KV cache" if failure == "error" else "",
                 )
@@ -313,11 +235,11 @@ class _Engine:
         # A failed check inside step() leaves the offending request in the pipeline, and every
         # later step fails on it again (measured with speculative decoding, ENGINE-NOTES): end the
         # requests in flight with an error and build a fresh pipeline.
-        reason = _reason(exc)
+        cause = reason(exc)
         for request_id, active in self.active.items():
             events.extend(
                 active.outputs.finish(
-                    request_id, active.prompt_tokens, failure="error", error=f"the engine failed: {reason}"
+                    request_id, active.prompt_tokens, failure="error", error=f"the engine failed: {cause}"
                 )
             )
         self.active.clear()
@@ -343,18 +265,3 @@ class _Engine:
             draft_tokens=self.draft_tokens,
             accepted_tokens=self.accepted_tokens,
         )
-
-
-def _model_context(model_dir: Path) -> int:
-    try:
-        config = json.loads((model_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return 4096
-    text_config = config.get("text_config", config)
-    return int(text_config.get("max_position_embeddings") or 4096)
-
-
-def _reason(exc: Exception) -> str:
-    # OpenVINO's messages open with a C++ source location; the reason is on the last line.
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__

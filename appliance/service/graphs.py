@@ -47,15 +47,15 @@ def prepare_graphs(graphs_dir: Path) -> list[Graph]:
                 "(export the model with optimum-intel, tokenizer included: see `appliance export`)"
             )
         has_vision = (graph.model_dir / VISION_ENCODER_IR).is_file()
-        if graph.pipeline == "VLM_CB" and not has_vision:
+        if graph.pipeline in ("VLM_CB", "VLM") and not has_vision:
             raise ConfigError(
-                f"{graph.source}: `pipeline` is VLM_CB but {graph.model_dir} has no {VISION_ENCODER_IR} "
+                f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} has no {VISION_ENCODER_IR} "
                 "(not a vision-language model export)"
             )
-        if graph.pipeline == "LM_CB" and has_vision:
+        if graph.pipeline in ("LM_CB", "LM") and has_vision:
             raise ConfigError(
-                f"{graph.source}: `pipeline` is LM_CB but {graph.model_dir} holds a vision-language model "
-                "(use VLM_CB or AUTO)"
+                f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} holds a vision-language model "
+                f"(use {graph.pipeline.replace('LM', 'VLM', 1)} or AUTO)"
             )
         if graph.draft_dir is not None:
             _check_draft(graph, graph.draft_dir)

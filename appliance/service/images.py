@@ -70,10 +70,11 @@ class ImageParts:
                 param=param,
                 code="unsupported_content",
             )
-        limit = self.graph.limits.max_images_per_request
+        limit = self.graph.max_images
         if len(self._parts) >= limit:
+            why = " (its stateful pipeline takes one image per request)" if self.graph.stateful else ""
             raise InvalidRequest(
-                f"Too many images: this model accepts at most {limit} per request.",
+                f"Too many images: this model accepts at most {limit} per request{why}.",
                 param=param,
                 code="too_many_images",
             )

@@ -166,6 +166,14 @@ class Generation:
 async def open_generation(engine: EngineClient, request: InvocationRequest) -> Generation:
     """Validate and submit; any refusal is a `GenerationError` (LMI's error-details answer)."""
     try:
+        if engine.graph.stateful:
+            raise InvalidRequest(
+                f"Model '{engine.name}' runs the stateful pipeline ({engine.graph.pipeline_kind}), which reports "
+                "no per-token log probabilities, and LMI answers carry them in every token object. Use "
+                "/v1/completions, /v1/chat/completions or a body with `messages` for this model.",
+                param="inputs",
+                code="unsupported_parameter",
+            )
         completion = _completion_request(engine.name, request)
         inputs = [request.inputs] if isinstance(request.inputs, str) else request.inputs
         prefill = []

@@ -99,6 +99,8 @@ def sampling_params(
             "structured_outputs, a forced tool_choice) on this engine: send separate requests.",
             name,
         )
+    if graph.stateful:
+        _check_stateful(graph, n=n, best_of=best_of, logprobs=logprobs)
     top_k = request.top_k or 0
     assisted = assisted_decoding(graph, request, sampling=best_of == 1 and temperature > 0, n=n, best_of=best_of)
     return SamplingParams(
@@ -126,3 +128,15 @@ def sampling_params(
         assistant_confidence_threshold=assisted.assistant_confidence_threshold,
         max_ngram_size=assisted.max_ngram_size,
     )
+
+
+def _check_stateful(graph: Graph, *, n: int, best_of: int, logprobs: bool) -> None:
+    # Measured on openvino_genai 2026.4: the stateful pipeline streams one greedy or sampled
+    # sequence only ("streaming is possible only with batch size=1 and only for greedy or
+    # multinomial decoding"), and reports no per-token log probabilities.
+    where = f"model '{graph.name}' runs the stateful pipeline ({graph.pipeline_kind}, one request at a time)"
+    if n > 1 or best_of > 1:
+        name = "n" if n > 1 else "best_of"
+        raise _unsupported(f"{name} > 1 is not supported: {where}, which returns one sequence per request.", name)
+    if logprobs:
+        raise _unsupported(f"logprobs are not supported: {where}, which reports no per-token log probabilities.", "logprobs")

@@ -60,6 +60,28 @@ def test_export_then_serve(hf_model: Path, tmp_path: Path) -> None:
         stop_server(server)
 
 
+def test_export_for_npu_writes_a_stateful_graph(hf_model: Path, tmp_path: Path) -> None:
+    from appliance.config import load_graph
+
+    models, graphs = tmp_path / "models", tmp_path / "graphs"
+    result = run_export(
+        str(hf_model), "--name", "tiny-npu", "--weight-format", "int4", "--device", "NPU",
+        "--max-prompt-len", "512", "--models-dir", str(models), "--graphs-dir", str(graphs),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # NPU's weights: symmetric int4 on every layer (nncf records what it did in the IR).
+    ir = (models / "tiny-npu" / "openvino_model.xml").read_text()
+    assert 'value="int4_sym"' in ir and '<ratio value="1.0"' in ir and '<group_size value="128"' in ir
+    graph = load_graph(graphs / "tiny-npu.toml")
+    assert (graph.device, graph.pipeline_kind, graph.max_prompt_len, graph.min_response_len) == ("NPU", "LM", 512, 128)
+    # This machine has no NPU: the graph is refused at start-up, naming the file and the device.
+    check = subprocess.run(
+        [sys.executable, "-m", "appliance", "check", "--graphs", str(graphs)], capture_output=True, text=True, timeout=120
+    )
+    assert check.returncode != 0
+    assert "tiny-npu.toml" in check.stderr and "asks for device NPU" in check.stderr
+
+
 def test_export_failures_are_clear(tmp_path: Path) -> None:
     missing = run_export(str(tmp_path / "no-such-model"), "--name", "x", "--models-dir", str(tmp_path / "m"))
     assert missing.returncode == 1 and "optimum-cli export failed" in missing.stderr

@@ -129,3 +129,55 @@ def test_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
     (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "LM_CB"\n')
     with pytest.raises(ConfigError, match="LM_CB.*vision-language"):
         prepare_graphs(graphs)
+
+
+def test_stateful_pipelines(tmp_path: Path) -> None:
+    base = 'name = "m"\nmodel_path = "model"\n'
+    lm = load_graph(write(tmp_path, base + 'pipeline = "LM"\n[plugin_config]\nMAX_PROMPT_LEN = 512\n'))
+    assert (lm.pipeline_kind, lm.stateful, lm.accepts_images, lm.max_prompt_len) == ("LM", True, False, 512)
+    npu = load_graph(write(tmp_path, base + 'device = "NPU"\n'))
+    assert (npu.pipeline_kind, npu.stateful, npu.max_prompt_len, npu.min_response_len) == ("LM", True, 1024, 128)
+    cpu = load_graph(write(tmp_path, base))
+    assert (cpu.stateful, cpu.max_prompt_len, cpu.max_images) == (False, None, 8)
+    (tmp_path / "model" / "openvino_vision_embeddings_model.xml").write_text("<net/>")
+    vlm = load_graph(write(tmp_path, base + 'device = "NPU.0"\n[limits]\nmax_images_per_request = 4\n'))
+    assert (vlm.pipeline_kind, vlm.accepts_images, vlm.max_images) == ("VLM", True, 1)
+    # A virtual device that merely lists NPU keeps continuous batching unless the graph asks.
+    assert load_graph(write(tmp_path, base + 'device = "AUTO:NPU,CPU"\n')).pipeline_kind == "VLM_CB"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[plugin_config]\nMAX_PROMPT_LEN = 512\n", "applies to the stateful pipeline only"),
+        ('pipeline = "LM"\n[plugin_config]\nMAX_PROMPT_LEN = 0\n', "MAX_PROMPT_LEN` must be a positive"),
+        ('pipeline = "LM"\n[plugin_config]\nMIN_RESPONSE_LEN = "many"\n', "MIN_RESPONSE_LEN` must be a positive"),
+        ('pipeline = "LM"\nprompt_lookup = true\n', "need continuous batching"),
+        ('device = "NPU"\ndraft_model_path = "model"\n', "need continuous batching"),
+        ('pipeline = "LM"\n[scheduler]\nmax_num_seqs = 4\n', "has no scheduler"),
+        ('pipeline = "LM"\n[plugin_config]\nATTENTION_BACKEND = "PA"\n', "ATTENTION_BACKEND"),
+    ],
+)
+def test_stateful_graph_mistakes(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, 'name = "m"\nmodel_path = "model"\n' + text)
+    with pytest.raises(ConfigError) as info:
+        load_graph(path)
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+def test_stateful_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
+    from appliance.service.graphs import prepare_graphs
+
+    graphs, model = tmp_path / "graphs", tmp_path / "model"
+    graphs.mkdir()
+    model.mkdir()
+    for name in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        (model / name).write_text("<net/>")
+    (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "VLM"\n')
+    with pytest.raises(ConfigError, match="is VLM but.*openvino_vision_embeddings_model.xml"):
+        prepare_graphs(graphs)
+    (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "LM"\n')
+    assert prepare_graphs(graphs)[0].stateful
+    (model / "openvino_vision_embeddings_model.xml").write_text("<net/>")
+    with pytest.raises(ConfigError, match="is LM but.*use VLM or AUTO"):
+        prepare_graphs(graphs)

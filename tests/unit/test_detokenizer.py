@@ -30,3 +30,34 @@ def test_streamed_text_equals_whole_decode_with_no_replacement_characters(demo_r
     assert not any("\ufffd" in piece for piece in pieces)
     # Text is not held back beyond incomplete characters: most tokens emit something at once.
     assert emitted_per_token >= len(ids) // 2
+
+
+def test_matched_stop_strings_never_leak_into_deltas(demo_root) -> None:
+    """The stateful engine matches stop strings itself: text that could begin one is held back
+    until the next tokens decide, and the match is cut at its first character."""
+    tokenizer = openvino_genai.Tokenizer(str(demo_root / "models" / "demo-chat"))
+    text = "the license is the license: it says STOP here and more after"
+    ids = [int(i) for i in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+    params = SamplingParams(max_new_tokens=len(ids), stop=("STOP", "zzz"))
+    outputs = RequestOutputs(
+        openvino_genai, tokenizer, params, TokenTexts(tokenizer), eos_token_id=-1, match_stop_strings=True
+    )
+    running = openvino_genai.GenerationFinishReason.NONE
+    sent = ""
+    for token in ids:
+        outputs.read({0: _Output([token], running)})
+        if outputs.stop_string_matched():
+            break
+        sent += "".join(delta.text for delta in outputs.deltas(1))
+    else:
+        raise AssertionError("the stop string was not matched")
+    assert "S" not in sent and text.startswith(sent)
+    outputs.read({0: _Output([], openvino_genai.GenerationFinishReason.STOP)})
+    (finished,) = outputs.finish(1, 0, failure=None)
+    assert sent + finished.text == "the license is the license: it says "
+    assert finished.finish_reason == "stop"
+
+
+class _Output:
+    def __init__(self, ids: list[int], finish_reason) -> None:
+        self.generated_ids, self.generated_log_probs, self.finish_reason = ids, [], finish_reason

@@ -1,0 +1,190 @@
+"""Preparing requests in the engine process, for either pipeline: prompts rendered and counted,
+context and prompt limits checked, generation configs built, tokenize/detokenize answered.
+
+Everything here runs before a request reaches a pipeline, so a refusal (`Rejected`, a 400 for
+the client) never leaves anything behind in the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from appliance.config import Graph
+from appliance.engine.generation import generation_config
+from appliance.engine.messages import (
+    ChatPrompt,
+    Detokenize,
+    Detokenized,
+    EngineEvent,
+    Rejected,
+    Submit,
+    Tokenize,
+    Tokenized,
+)
+from appliance.engine.outputs import TokenTexts
+from appliance.engine.prompts import PromptError, render_chat
+from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
+
+__all__ = ["PreparedSubmit", "RequestPreparer", "model_context", "reason"]
+
+
+@dataclass
+class PreparedSubmit:
+    """A request ready for the pipeline."""
+
+    text: str
+    """The rendered prompt."""
+    prompt_tokens: int
+    max_new_tokens: int
+    config: Any
+    """openvino_genai.GenerationConfig"""
+    input_ids: Any = None
+    """Text graphs: the prompt's token ids (openvino.Tensor)."""
+    vision: PreparedRequest | None = None
+    """Vision graphs: the prompt and its images."""
+
+
+class RequestPreparer:
+    """One engine's request preparation (its tokenizer, vision helper and limits)."""
+
+    def __init__(self, graph: Graph, tokenizer: Any, *, max_context: int, max_prompt_tokens: int | None = None) -> None:
+        self.graph = graph
+        self.tokenizer = tokenizer
+        self.max_context = max_context
+        self.max_prompt_tokens = max_prompt_tokens
+        """The stateful pipeline's prompt limit (MAX_PROMPT_LEN); None: only the context counts."""
+        self.eos_token_id = tokenizer.get_eos_token_id()
+        self.token_texts = TokenTexts(tokenizer)
+        self.vision = VisionRequests(graph, tokenizer) if graph.accepts_images else None
+
+    def prepare(self, submit: Submit, *, streamed_stop_strings: bool = False) -> PreparedSubmit | Rejected:
+        """The request rendered, counted and checked; `Rejected` when it cannot run.
+
+        `streamed_stop_strings`: leave stop strings out of the pipeline's config (the caller
+        matches them itself, see `RequestOutputs`)."""
+        request_id = submit.request_id
+        prompt_param = "messages" if isinstance(submit.prompt, ChatPrompt) else "prompt"
+        input_ids = vision_request = None
+        try:
+            text = render_chat(self.tokenizer, submit.prompt) if isinstance(submit.prompt, ChatPrompt) else submit.prompt.text
+            if self.vision is not None:
+                images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
+                vision_request = self.vision.prepare(text, images)
+                prompt_tokens = vision_request.prompt_tokens
+            else:
+                # The chat template already holds any BOS token: do not add special tokens again.
+                input_ids = self.tokenizer.encode(text, add_special_tokens=False).input_ids
+                prompt_tokens = int(input_ids.get_shape()[-1])
+        except VisionInputError as exc:
+            return Rejected(
+                request_id=request_id,
+                message=f"The images cannot be used with this model: {exc}.",
+                code="invalid_image",
+                param="messages",
+            )
+        except PromptError as exc:
+            return Rejected(request_id=request_id, message=str(exc), code="invalid_prompt", param=exc.param)
+        except Exception as exc:
+            return Rejected(
+                request_id=request_id,
+                message=f"The prompt could not be prepared: {exc}",
+                code="invalid_prompt",
+                param=prompt_param,
+            )
+        if self.max_prompt_tokens is not None and prompt_tokens > self.max_prompt_tokens:
+            return Rejected(
+                request_id=request_id,
+                message=(
+                    f"This model's prompts are limited to {self.max_prompt_tokens} tokens (MAX_PROMPT_LEN "
+                    f"of its stateful pipeline). However, your prompt has {prompt_tokens} tokens. "
+                    "Please reduce the length of the messages."
+                ),
+                code="context_length_exceeded",
+                param=prompt_param,
+            )
+        params = submit.params
+        max_new_tokens = params.max_new_tokens
+        if max_new_tokens is None:
+            max_new_tokens = min(self.graph.limits.max_tokens_limit, self.max_context - prompt_tokens)
+        if max_new_tokens < 1 or prompt_tokens + max_new_tokens > self.max_context:
+            requested = max(max_new_tokens, 1)
+            return Rejected(
+                request_id=request_id,
+                message=(
+                    f"This model's maximum context length is {self.max_context} tokens. However, "
+                    f"you requested {prompt_tokens + requested} tokens ({prompt_tokens} in the "
+                    f"messages, {requested} in the completion). Please reduce the length of the "
+                    "messages or completion."
+                ),
+                code="context_length_exceeded",
+                param=prompt_param,
+            )
+        pipeline_params = params
+        if streamed_stop_strings and params.stop:
+            pipeline_params = msgspec.structs.replace(params, stop=())
+        try:
+            config = generation_config(pipeline_params, max_new_tokens, eos_token_id=self.eos_token_id)
+        except Exception as exc:  # the pipeline's own validation: refuse before the pipeline sees it
+            return Rejected(
+                request_id=request_id,
+                message=f"The generation parameters are not supported together: {reason(exc)}",
+                code="invalid_value",
+            )
+        return PreparedSubmit(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            max_new_tokens=max_new_tokens,
+            config=config,
+            input_ids=input_ids,
+            vision=vision_request,
+        )
+
+    def tokenize(self, command: Tokenize | Detokenize) -> EngineEvent:
+        """The answer to a tokenize or detokenize command (nothing generates)."""
+        try:
+            if isinstance(command, Detokenize):
+                unknown = [token for token in command.tokens if not self.token_texts.known(token)]
+                if unknown:
+                    return Rejected(
+                        request_id=command.request_id,
+                        message=f"Token id {unknown[0]} is not in this model's vocabulary.",
+                        code="invalid_value",
+                        param="tokens",
+                    )
+                return Detokenized(request_id=command.request_id, text=self.tokenizer.decode(command.tokens))
+            prompt = command.prompt
+            text = render_chat(self.tokenizer, prompt) if isinstance(prompt, ChatPrompt) else prompt.text
+            ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
+            strs = [self.token_texts.entry(int(token), 0.0).token for token in ids]
+            return Tokenized(request_id=command.request_id, tokens=[int(token) for token in ids], token_strs=strs)
+        except PromptError as exc:
+            return Rejected(request_id=command.request_id, message=str(exc), code="invalid_prompt", param=exc.param)
+        except Exception as exc:
+            return Rejected(
+                request_id=command.request_id,
+                message=f"The tokenizer failed: {reason(exc)}",
+                code="invalid_prompt",
+                param="tokens" if isinstance(command, Detokenize) else None,
+            )
+
+
+def model_context(model_dir: Path) -> int:
+    """The model's own context length (max_position_embeddings), 4096 when it does not say."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return 4096
+    text_config = config.get("text_config", config)
+    return int(text_config.get("max_position_embeddings") or 4096)
+
+
+def reason(exc: Exception) -> str:
+    """An OpenVINO exception's reason: its messages open with a C++ source location; the reason
+    is on the last line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,288 @@
+"""The stateful engine: one request at a time through OpenVINO GenAI's LLMPipeline / VLMPipeline.
+
+NPU runs only this pipeline: static shapes (MAX_PROMPT_LEN, MIN_RESPONSE_LEN), one sequence, no
+continuous batching. On CPU and GPU the same pipeline runs with `ATTENTION_BACKEND=SDPA`, which is
+how the tests exercise it. Requests wait in a FIFO queue and run one after the other:
+
+- the main thread takes commands: a `Submit` is prepared and checked at once (`Accepted` or
+  `Rejected` while another request generates), then queued; `Cancel` drops a queued request or
+  stops the running one at its next token; tokenize/detokenize are answered immediately;
+- the generation thread calls `generate()` (which releases the GIL) for each queued request; its
+  streamer turns every new token into `Delta` events and ends the request when the client
+  cancelled or a stop string appeared.
+
+Stop strings are matched here rather than by the pipeline: its streamer never sees the tokens of
+a stop string it matched (measured on 2026.4), and VLMPipeline returns text only, not those ids.
+Per-token log probabilities and several sequences per request are not available from this
+pipeline (the service refuses them before a request gets here).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import openvino_genai
+
+from appliance.config import Graph, is_npu
+from appliance.engine.messages import (
+    Accepted,
+    Batch,
+    Cancel,
+    Detokenize,
+    EngineEvent,
+    Rejected,
+    Shutdown,
+    Stats,
+    Submit,
+    Tokenize,
+    encoder,
+)
+from appliance.engine.outputs import Detokenizer, RequestOutputs
+from appliance.engine.pipelines import load_stateful_pipeline
+from appliance.engine.requests import PreparedSubmit, RequestPreparer, model_context, reason
+from appliance.engine.vlm import image_tensors
+
+__all__ = ["StatefulEngine"]
+
+log = logging.getLogger("appliance.engine")
+
+STATS_INTERVAL_S = 0.5
+_STATUS = openvino_genai.StreamingStatus
+_FINISH = openvino_genai.GenerationFinishReason
+
+
+@dataclass
+class _Job:
+    request_id: int
+    prepared: PreparedSubmit
+    outputs: RequestOutputs
+    final_ids: set[int]
+    """End-of-sequence and stop token ids: generation may end on them."""
+    cancelled: bool = False
+    generated: int = 0
+    held: list[int] = field(default_factory=list)
+    """An end-of-sequence or stop token, kept until it is known whether generation ends on it."""
+    stopped_by_string: bool = False
+
+
+@dataclass
+class _Output:
+    """What `RequestOutputs.read` takes, shaped like the pipeline's GenerationOutput."""
+
+    generated_ids: list[int]
+    finish_reason: Any = _FINISH.NONE
+    generated_log_probs: list[float] = field(default_factory=list)
+
+
+class StatefulEngine:
+    """A stateful pipeline serving its FIFO queue of requests, one at a time."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.pipe = load_stateful_pipeline(graph)
+        self.tokenizer = self.pipe.get_tokenizer()
+        context = graph.limits.max_context or model_context(graph.model_dir)
+        if is_npu(graph.device):
+            # The NPU's KV cache is compiled for exactly this many tokens.
+            context = min(context, graph.max_prompt_len + graph.min_response_len)
+        self.max_context = context
+        self.requests = RequestPreparer(graph, self.tokenizer, max_context=context, max_prompt_tokens=graph.max_prompt_len)
+        self._detokenizer = Detokenizer(self.tokenizer)
+        self._jobs: dict[int, _Job] = {}
+        """Accepted and not finished: the running one and the queued ones."""
+        self._queue: deque[_Job] = deque()
+        self._wake = threading.Condition()
+        self._running: _Job | None = None
+        self._last_progress = time.monotonic()
+        self._tokens = 0
+        self._send_lock = threading.Lock()
+        self._conn: Connection | None = None
+
+    # -- main thread: commands --------------------------------------------------------------
+
+    def run(self, conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+        self._conn = conn
+        threading.Thread(target=self._generate_forever, name="generate", daemon=True).start()
+        last_stats = 0.0
+        while True:
+            try:
+                command = inbox.get(timeout=STATS_INTERVAL_S)
+            except queue.Empty:
+                command = None
+            if isinstance(command, Shutdown):
+                return
+            if command is not None:
+                event = self._handle(command)
+                if event is not None:
+                    self._send(Batch(events=[event]))
+            self._check_progress()
+            now = time.monotonic()
+            if now - last_stats >= STATS_INTERVAL_S:
+                last_stats = now
+                self._send(self._stats())
+
+    def _handle(self, command: object) -> EngineEvent | None:
+        if isinstance(command, Submit):
+            return self._submit(command)
+        if isinstance(command, Cancel):
+            with self._wake:
+                job = self._jobs.get(command.request_id)
+                if job is None:
+                    return None
+                job.cancelled = True  # the running job stops at its next token
+                if job is not self._running:
+                    self._queue.remove(job)
+                    del self._jobs[job.request_id]
+            return None
+        if isinstance(command, Tokenize | Detokenize):
+            return self.requests.tokenize(command)
+        return None
+
+    def _submit(self, submit: Submit) -> EngineEvent:
+        prepared = self.requests.prepare(submit, streamed_stop_strings=True)
+        if isinstance(prepared, Rejected):
+            return prepared
+        if prepared.vision is not None:
+            prepared.config.apply_chat_template = False  # rendered already
+        outputs = RequestOutputs(
+            openvino_genai,
+            self.tokenizer,
+            submit.params,
+            self.requests.token_texts,
+            self.requests.eos_token_id,
+            self._detokenizer,
+            match_stop_strings=True,
+        )
+        final_ids = {self.requests.eos_token_id, *submit.params.stop_token_ids}
+        job = _Job(request_id=submit.request_id, prepared=prepared, outputs=outputs, final_ids=final_ids)
+        with self._wake:
+            self._jobs[job.request_id] = job
+            self._queue.append(job)
+            self._wake.notify()
+        return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
+
+    def _check_progress(self) -> None:
+        # The main thread stays responsive while generate() runs, so the server's hang detector
+        # would keep hearing from a process whose pipeline is stuck: judge that here instead.
+        job, limit = self._running, self.graph.limits.engine_hang_seconds
+        if job is not None and time.monotonic() - self._last_progress > limit:
+            log.error("engine %s: no token for %.0f s; exiting so the server restarts it", self.graph.name, limit)
+            os._exit(3)
+
+    def _stats(self) -> Stats:
+        job = self._running
+        used = job.prepared.prompt_tokens + job.generated if job is not None else 0
+        return Stats(
+            running=len(self._jobs),
+            waiting=len(self._jobs) - (1 if job is not None else 0),
+            # The running request's share of the context it may fill (its whole KV cache).
+            kv_cache_usage=min(1.0, used / self.max_context),
+            steps=self._tokens,
+        )
+
+    def _send(self, message: object) -> None:
+        frame = encoder.encode(message)
+        with self._send_lock:
+            self._conn.send_bytes(frame)
+
+    # -- generation thread ------------------------------------------------------------------
+
+    def _generate_forever(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    while not self._queue:
+                        self._wake.wait()
+                    job = self._queue.popleft()
+                    self._running = job
+                    self._last_progress = time.monotonic()
+                events = self._generate(job)
+                with self._wake:
+                    self._running = None
+                    self._jobs.pop(job.request_id, None)
+                self._send(Batch(events=events))
+        except BaseException:
+            # Without this thread nothing would generate again: let the server restart the engine
+            # (it ends the requests in flight with an error).
+            log.exception("engine %s: the generation thread failed; exiting", self.graph.name)
+            os._exit(3)
+
+    def _generate(self, job: _Job) -> list[EngineEvent]:
+        prepared = job.prepared
+        streamer = _Streamer(self, job)
+        try:
+            if prepared.vision is not None:
+                result = self.pipe.generate(
+                    prepared.vision.prompt,
+                    images=image_tensors(prepared.vision.images),
+                    generation_config=prepared.config,
+                    streamer=streamer,
+                )
+            else:
+                result = self.pipe.generate(prepared.input_ids, prepared.config, streamer)
+        except Exception as exc:
+            log.error("engine %s: generate() failed: %s", self.graph.name, reason(exc))
+            return job.outputs.finish(
+                job.request_id, prepared.prompt_tokens, failure="error", error=f"the engine failed: {reason(exc)}"
+            )
+        if streamer.error is not None:
+            return job.outputs.finish(
+                job.request_id, prepared.prompt_tokens, failure="error", error=f"the engine failed: {streamer.error}"
+            )
+        finish_reason = _FINISH.STOP if job.stopped_by_string else result.finish_reasons[0]
+        job.outputs.read({0: _Output(job.held, finish_reason=finish_reason)})
+        prompt_tokens = prepared.prompt_tokens
+        if prepared.vision is not None:
+            prompt_tokens = self.requests.vision.final_prompt_tokens(lambda: result.perf_metrics, prompt_tokens)
+        return job.outputs.finish(job.request_id, prompt_tokens, failure="cancelled" if job.cancelled else None)
+
+    def on_tokens(self, job: _Job, ids: list[int]) -> openvino_genai.StreamingStatus:
+        """The streamer's new tokens; whether generation goes on (not once cancelled, or past a
+        stop string)."""
+        self._last_progress = time.monotonic()
+        self._tokens += len(ids)
+        job.generated += len(ids)
+        if job.cancelled:
+            return _STATUS.CANCEL
+        # A final token (end of sequence, a stop token id) leaves only once generation went on
+        # past it (ignore_eos, min_tokens): when it ends on it, `finish` leaves it out of the text.
+        ids, job.held = job.held + ids, []
+        if ids and ids[-1] in job.final_ids:
+            ids, job.held = ids[:-1], ids[-1:]
+        job.outputs.read({0: _Output(ids)})
+        if job.outputs.stop_string_matched():
+            job.stopped_by_string = True
+            return _STATUS.STOP
+        events = job.outputs.deltas(job.request_id)
+        if events:
+            self._send(Batch(events=events))
+        return _STATUS.RUNNING
+
+
+class _Streamer(openvino_genai.StreamerBase):
+    """Feeds the pipeline's tokens to the engine; its answer stops or continues generation."""
+
+    def __init__(self, engine: StatefulEngine, job: _Job) -> None:
+        super().__init__()
+        self._engine = engine
+        self._job = job
+        self.error: str | None = None
+
+    def write(self, token: int | list[int]) -> openvino_genai.StreamingStatus:
+        ids = list(token) if isinstance(token, list) else [token]
+        try:
+            return self._engine.on_tokens(self._job, ids)
+        except Exception as exc:  # an exception must not unwind through the C++ pipeline
+            self.error = reason(exc)
+            return _STATUS.CANCEL
+
+    def end(self) -> None:
+        pass
