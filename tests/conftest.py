@@ -54,6 +54,24 @@ class RunningServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_idle(self, name: str = "demo-chat", timeout: float = 5.0) -> dict:
+        """The model's status once nothing is in flight or running (or when `timeout` ran out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.model_status(name)
+            if (status["in_flight"] == 0 and status["running"] == 0) or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
+
+def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:
+    """The named demo graph files in `graphs`, their model paths made absolute."""
+    models = (demo_root / "models").resolve()
+    for name in names:
+        text = (demo_root / "graphs" / f"{name}.toml").read_text()
+        (graphs / f"{name}.toml").write_text(text.replace('"../models/', f'"{models}/'))
+    return graphs
+
 
 def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from appliance.config import Graph
-from appliance.engine import Delta, Finished, RequestStream, TokenLogprob
+from appliance.engine import Finished, RequestStream, TokenLogprob
 from appliance.protocol.openai import (
     ChatCompletion,
     ChatCompletionChunk,

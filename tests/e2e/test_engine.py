@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import openai
@@ -35,17 +34,6 @@ def test_greedy_parity_with_openvino_genai(openai_client: openai.OpenAI, referen
         assert served.choices[0].message.content == str(expected), prompt
 
 
-def _wait_idle(server, timeout: float = 5.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = server.model_status(MODEL)
-        if status["in_flight"] == 0 and status["running"] == 0:
-            return status
-        if time.monotonic() > deadline:
-            return status
-        time.sleep(0.05)
-
-
 def test_16_concurrent_streams_complete_with_correct_outputs(server, openai_client: openai.OpenAI) -> None:
     prompts = [f"{PROMPTS[i % len(PROMPTS)]} #{i}" for i in range(16)]
     expected = [
@@ -68,7 +56,7 @@ def test_16_concurrent_streams_complete_with_correct_outputs(server, openai_clie
     results = asyncio.run(run_all())
     assert results == expected
     assert len(set(results)) > 1
-    assert _wait_idle(server)["in_flight"] == 0
+    assert server.wait_idle(MODEL, timeout=5.0)["in_flight"] == 0
 
 
 def _long_request(stream: bool) -> dict:
@@ -87,7 +75,7 @@ def test_stream_disconnect_cancels_generation(server) -> None:
         lines = response.iter_lines()
         next(lines)
         assert server.model_status(MODEL)["running"] >= 0
-    status = _wait_idle(server, timeout=2.0)
+    status = server.wait_idle(MODEL, timeout=2.0)
     assert status["in_flight"] == 0 and status["running"] == 0, status
     assert status["kv_cache_usage"] == 0.0
 
@@ -95,7 +83,7 @@ def test_stream_disconnect_cancels_generation(server) -> None:
 def test_non_stream_disconnect_cancels_generation(server) -> None:
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server.url}/v1/chat/completions", json=_long_request(False), timeout=0.3)
-    status = _wait_idle(server, timeout=2.0)
+    status = server.wait_idle(MODEL, timeout=2.0)
     assert status["in_flight"] == 0 and status["running"] == 0, status
 
 

@@ -98,18 +98,9 @@ def test_request_time_limit(limited_server) -> None:
         assert time.monotonic() - started < 5
     finally:
         os.kill(pid, signal.SIGCONT)
-    status = _wait_idle(server)
+    status = server.wait_idle(MODEL, timeout=10.0)
     assert status["in_flight"] == 0
     assert httpx.post(f"{server.url}/v1/chat/completions", json=_body(max_tokens=2), timeout=30).status_code == 200
-
-
-def _wait_idle(server, timeout: float = 10.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = server.model_status(MODEL)
-        if (status["in_flight"] == 0 and status["running"] == 0) or time.monotonic() > deadline:
-            return status
-        time.sleep(0.05)
 
 
 def test_full_queue_is_an_immediate_503_and_counters_return_to_zero(limited_server) -> None:
@@ -136,7 +127,7 @@ def test_full_queue_is_an_immediate_503_and_counters_return_to_zero(limited_serv
     for thread in threads:
         thread.join(30)
     assert all(out[0] == 200 and out[-1] == "data: [DONE]" for out in held)
-    status = _wait_idle(server)
+    status = server.wait_idle(MODEL, timeout=10.0)
     assert status["in_flight"] == 0 and status["running"] == 0
 
 
@@ -188,7 +179,7 @@ def test_lying_content_length(server) -> None:
     _raw_request(server, head.encode(), body, close_early=True)
     # Announces less than it sends: the body is cut at Content-Length (not valid JSON: 400); the
     # rest is a malformed next request, which uvicorn answers or drops by closing the connection.
-    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n"
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n"
     answer = _raw_request(server, head.encode(), body, half_close=False)
     assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
     # Announces more than the body limit: refused before the body is read.

@@ -14,18 +14,14 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
 
 MESSAGES = [{"role": "user", "content": "the license the license: tell me about the license"}]
 
 
 @pytest.fixture(scope="module")
 def spec_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
-    graphs = tmp_path_factory.mktemp("spec-graphs")
-    models = (demo_root / "models").resolve()
-    for name in ("demo-spec", "demo-lookup"):
-        text = (demo_root / "graphs" / f"{name}.toml").read_text()
-        (graphs / f"{name}.toml").write_text(text.replace('"../models/', f'"{models}/'))
+    graphs = copy_demo_graphs(demo_root, tmp_path_factory.mktemp("spec-graphs"), ["demo-spec", "demo-lookup"])
     plain = (graphs / "demo-spec.toml").read_text()
     plain = plain.replace('name = "demo-spec"', 'name = "demo-plain"')
     plain = re.sub(r"^draft_model_path = .*\n", "", plain, flags=re.M)

@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
 from tests.images import data_url, encode, noise
 
 MAX_PROMPT_LEN = 400
@@ -51,11 +51,8 @@ INFERENCE_PRECISION_HINT = "f32"
 
 @pytest.fixture(scope="module")
 def stateful_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
-    graphs = tmp_path_factory.mktemp("stateful-graphs")
+    graphs = copy_demo_graphs(demo_root, tmp_path_factory.mktemp("stateful-graphs"), ["demo-chat", "demo-vision"])
     models = (demo_root / "models").resolve()
-    for name in ("demo-chat", "demo-vision"):
-        text = (demo_root / "graphs" / f"{name}.toml").read_text()
-        (graphs / f"{name}.toml").write_text(text.replace('"../models/', f'"{models}/'))
     (graphs / "sf-chat.toml").write_text(STATEFUL_CHAT.format(models=models))
     (graphs / "sf-vision.toml").write_text(STATEFUL_VISION.format(models=models))
     running = start_server(graphs, tmp_path_factory.mktemp("stateful-server") / "server.log")
@@ -75,15 +72,6 @@ def _answer(client: openai.OpenAI, model: str, messages=MESSAGES, **extra: objec
 def _streamed(client: openai.OpenAI, model: str, **extra: object) -> str:
     stream = client.chat.completions.create(model=model, messages=MESSAGES, temperature=0, stream=True, **extra)
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
-
-
-def _wait_idle(server: RunningServer, model: str, timeout: float = 5.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = server.model_status(model)
-        if (status["in_flight"] == 0 and status["running"] == 0) or time.monotonic() > deadline:
-            return status
-        time.sleep(0.05)
 
 
 def test_health_names_the_pipelines(stateful_server: RunningServer) -> None:
@@ -227,7 +215,7 @@ def test_requests_run_one_at_a_time(stateful_server: RunningServer, client: open
 def test_cancelled_requests_stop_generating(stateful_server: RunningServer) -> None:
     """A stream the client leaves stops at its next token, and a request whose client left while
     it was queued never runs: the engine generates far fewer tokens than the two asked for."""
-    _wait_idle(stateful_server, "sf-chat")
+    stateful_server.wait_idle("sf-chat")
     time.sleep(0.6)  # the engine reports its token count every 0.5 s
     before = stateful_server.model_status("sf-chat")["steps"]
     body = {"model": "sf-chat", "messages": MESSAGES, "max_tokens": 1900, "ignore_eos": True, "temperature": 0}
@@ -235,7 +223,7 @@ def test_cancelled_requests_stop_generating(stateful_server: RunningServer) -> N
         next(line for line in response.iter_lines() if line.startswith("data:"))
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{stateful_server.url}/v1/chat/completions", json=body, timeout=0.2)
-    status = _wait_idle(stateful_server, "sf-chat")
+    status = stateful_server.wait_idle("sf-chat")
     assert status["in_flight"] == 0 and status["running"] == 0, status
     time.sleep(0.6)
     generated = stateful_server.model_status("sf-chat")["steps"] - before

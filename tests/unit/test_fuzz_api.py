@@ -6,8 +6,6 @@ so thousands of requests take seconds; fixed seed and bounded example counts kee
 
 from __future__ import annotations
 
-import asyncio
-import threading
 
 import schemathesis
 from schemathesis import checks
