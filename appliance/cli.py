@@ -188,8 +188,8 @@ def _parser() -> argparse.ArgumentParser:
         "bench",
         help="benchmark a served graph against its raw OpenVINO GenAI pipeline",
         description="Drive an OpenAI-compatible server with streamed, fixed-length requests at each "
-        "concurrency level, then run the same workload on an in-process ContinuousBatchingPipeline "
-        "of the same graph, and report throughput, TTFT, TPOT and ITL for both.",
+        "concurrency level, then run the same workload on the graph's own pipeline in process "
+        "(no HTTP), and report throughput, TTFT, TPOT and ITL for both.",
     )
     bench.add_argument("--graph", type=Path, required=True, metavar="FILE", help="graph file of the model")
     bench.add_argument(

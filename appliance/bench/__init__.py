@@ -2,8 +2,9 @@
 
 It drives an OpenAI-compatible server (the appliance, started for the graph, or any `--url`) with
 streamed, fixed-length requests at several concurrency levels, then runs the identical workload
-on an in-process ContinuousBatchingPipeline of the same graph, and reports vLLM-style serving
-metrics for both, their ratios, and the appliance's event-loop lag.
+on the graph's own pipeline in process (ContinuousBatchingPipeline, or the stateful LLMPipeline of
+LM graphs), and reports vLLM-style serving metrics for both, their ratios, and the appliance's
+event-loop lag.
 
 Modules: `workload` (prompts of an exact token count), `client` (the SSE driver, over the small
 HTTP client in `http`), `raw` (the pipeline baseline), `metrics` (TTFT/TPOT/ITL math), `report`

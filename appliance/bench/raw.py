@@ -1,4 +1,4 @@
-"""The raw baseline: the same workload on an in-process ContinuousBatchingPipeline, no HTTP.
+"""The raw baseline: the same workload on the graph's pipeline in process, no HTTP.
 
 The pipeline is built by the engine's own function from the same graph file, and each request gets
 what a served greedy `ignore_eos` request gets, so the only difference from the served run is
@@ -6,12 +6,16 @@ everything the appliance adds around the pipeline:
 HTTP, JSON, SSE, the engine process and its pipe, detokenization. Like the server's engine loop,
 this keeps `concurrency` requests in flight (a new one is added as soon as one finishes) and reads
 tokens after every `step()`; a token's timestamp is the end of the step that produced it.
+Stateful graphs (LM, VLM: NPU) serve one request at a time: there the baseline calls `generate()`
+for one request after the other, with the same closed loop of `concurrency` clients, so a
+request's time includes its wait in the queue, as it does when served.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +27,9 @@ import openvino_genai
 from appliance.bench.metrics import RequestResult
 from appliance.bench.workload import Prompt
 from appliance.config import Graph
-from appliance.engine.pipelines import load_pipeline
+from appliance.engine.pipelines import load_pipeline, load_stateful_pipeline
 
-__all__ = ["RawPipeline", "Tokenizer"]
+__all__ = ["RawPipeline", "RawStatefulPipeline", "Tokenizer", "raw_pipeline"]
 
 # Request ids must be unique for the pipeline's whole life (a duplicate leaks KV blocks).
 _request_ids = itertools.count(1)
@@ -90,14 +94,7 @@ class RawPipeline:
         return results, time.perf_counter() - started
 
     def generation_config(self, output_tokens: int) -> openvino_genai.GenerationConfig:
-        """What the server runs for `temperature: 0, ignore_eos: true, max_tokens: output_tokens`."""
-        config = openvino_genai.GenerationConfig()
-        config.max_new_tokens = output_tokens
-        config.set_eos_token_id(self._eos_token_id)  # also a stop token id, as validate() requires
-        config.ignore_eos = True
-        config.do_sample = False
-        config.validate()
-        return config
+        return _greedy_config(output_tokens, self._eos_token_id)
 
     @staticmethod
     def _collect(request: _InFlight, now: float, output_tokens: int) -> bool:
@@ -118,3 +115,68 @@ class RawPipeline:
         elif result.output_tokens != output_tokens:
             result.ok, result.error = False, f"{result.output_tokens} tokens instead of {output_tokens}"
         return True
+
+
+class RawStatefulPipeline:
+    """A stateful graph's LLMPipeline, one `generate()` after the other."""
+
+    def __init__(self, graph: Graph) -> None:
+        if graph.accepts_images:
+            # VLMPipeline.generate takes a prompt string, not the workload's exact token ids.
+            raise ValueError(f"{graph.source}: no raw baseline for a stateful vision graph; run the bench with --no-raw")
+        self.pipe = load_stateful_pipeline(graph)
+        self._eos_token_id = self.pipe.get_tokenizer().get_eos_token_id()
+
+    def run_level(
+        self, prompts: Sequence[Prompt], *, concurrency: int, output_tokens: int
+    ) -> tuple[list[RequestResult], float]:
+        """Run every prompt as `concurrency` closed-loop clients would; returns results and wall time."""
+        config = _greedy_config(output_tokens, self._eos_token_id)
+        started = time.perf_counter()
+        # Request i is sent at the start (i < concurrency) or when request i - concurrency ends.
+        send_times = deque([started] * concurrency)
+        results = []
+        for prompt in prompts:
+            sent = send_times.popleft()
+            result = RequestResult(ok=True, prompt_tokens=len(prompt.ids))
+            streamer = _TokenClock(result, sent)
+            self.pipe.generate(openvino.Tensor(np.array([prompt.ids], dtype=np.int64)), config, streamer)
+            now = time.perf_counter()
+            result.latency = now - sent
+            if result.output_tokens != output_tokens:
+                result.ok, result.error = False, f"{result.output_tokens} tokens instead of {output_tokens}"
+            results.append(result)
+            send_times.append(now)
+        return results, time.perf_counter() - started
+
+
+class _TokenClock(openvino_genai.StreamerBase):
+    """Counts tokens and stamps each as it arrives."""
+
+    def __init__(self, result: RequestResult, sent: float) -> None:
+        super().__init__()
+        self._result, self._sent = result, sent
+
+    def write(self, token: int | list[int]) -> openvino_genai.StreamingStatus:
+        self._result.output_tokens += len(token) if isinstance(token, list) else 1
+        self._result.chunk_times.append(time.perf_counter() - self._sent)
+        return openvino_genai.StreamingStatus.RUNNING
+
+    def end(self) -> None:
+        pass
+
+
+def raw_pipeline(graph: Graph) -> RawPipeline | RawStatefulPipeline:
+    """The baseline for the graph's kind of pipeline."""
+    return RawStatefulPipeline(graph) if graph.stateful else RawPipeline(graph)
+
+
+def _greedy_config(output_tokens: int, eos_token_id: int) -> openvino_genai.GenerationConfig:
+    """What the server runs for `temperature: 0, ignore_eos: true, max_tokens: output_tokens`."""
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = output_tokens
+    config.set_eos_token_id(eos_token_id)  # also a stop token id, as validate() requires
+    config.ignore_eos = True
+    config.do_sample = False
+    config.validate()
+    return config

@@ -86,10 +86,12 @@ class Report:
     def table(self) -> str:
         """The terminal table: served and raw rows per level, their ratios, then the loop lag."""
         w = self.workload
+        stateful = self.environment.get("pipeline") in ("LM", "VLM")
+        baseline = "stateful LLMPipeline, one generate() at a time" if stateful else "ContinuousBatchingPipeline"
         lines = [
             f"model {self.model}  graph {self.graph}",
             f"served: {self.url} ({self.server}), streaming /v1/completions;  raw: in-process "
-            f"ContinuousBatchingPipeline, same prompt ids, same GenerationConfig",
+            f"{baseline}, same prompt ids, same GenerationConfig",
             f"workload: prompt {w['prompt_tokens']} tokens, output {w['output_tokens']} tokens "
             "(ignore_eos), greedy; times in ms, TTFT/TPOT/ITL as mean / median / p99",
             "",

@@ -151,10 +151,10 @@ def _served(
 def _raw(
     graph: Graph, workload: Workload, prompts: list[Prompt], warmup: list[Prompt], say: Callable[[str], None]
 ) -> list[LevelMetrics]:
-    from appliance.bench.raw import RawPipeline
+    from appliance.bench.raw import raw_pipeline
 
-    say(f"raw: loading {graph.model_dir} on {graph.device} ...")
-    pipeline = RawPipeline(graph)
+    say(f"raw: loading {graph.model_dir} on {graph.device} ({graph.pipeline_kind}) ...")
+    pipeline = raw_pipeline(graph)
     pipeline.run_level(warmup, concurrency=len(warmup), output_tokens=_WARMUP_OUTPUT_TOKENS)
     levels = []
     for concurrency, count in zip(workload.concurrency, workload.requests):
@@ -192,6 +192,7 @@ def _environment(graph: Graph) -> dict[str, object]:
         "appliance": __version__,
         "openvino_genai": metadata.version("openvino-genai"),
         "device": graph.device,
+        "pipeline": graph.pipeline_kind,
         "cpu_count": os.cpu_count(),
         "cpu": platform.processor() or platform.machine(),
         "python": platform.python_version(),
