@@ -15,12 +15,13 @@ how the tests exercise it. Requests wait in a FIFO queue and run one after the o
 Stop strings are matched here rather than by the pipeline: its streamer never sees the tokens of
 a stop string it matched (measured on 2026.4), and VLMPipeline returns text only, not those ids.
 Per-token log probabilities and several sequences per request are not available from this
-pipeline (the service refuses them before a request gets here).
+pipeline (the OpenAI routes refuse them before a request gets here; LMI token objects show null).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import threading
@@ -76,11 +77,16 @@ class _Job:
 
 @dataclass
 class _Output:
-    """What `RequestOutputs.read` takes, shaped like the pipeline's GenerationOutput."""
+    """What `RequestOutputs.read` takes, shaped like the pipeline's GenerationOutput. This
+    pipeline computes no log probabilities: NaN stands for each (the OpenAI routes refuse
+    `logprobs` on stateful graphs; LMI token objects show null)."""
 
     generated_ids: list[int]
     finish_reason: Any = _FINISH.NONE
-    generated_log_probs: list[float] = field(default_factory=list)
+
+    @property
+    def generated_log_probs(self) -> list[float]:
+        return [math.nan] * len(self.generated_ids)
 
 
 class StatefulEngine:

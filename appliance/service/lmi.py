@@ -5,7 +5,8 @@ limits are exactly those of `/v1/completions` (`service.openai.open_completion`)
 events are then shaped as LMI answers: `generated_text`, `details` and token objects.
 
 Two things the OpenAI request is asked for on purpose, whatever the client sent:
-- per-token log probabilities (`logprobs=0`): every LMI token object carries id and log_prob;
+- per-token log probabilities (`logprobs=0`): every LMI token object carries id and log_prob
+  (null on the stateful pipeline of NPU graphs, which computes none);
 - the stop string kept in the text (`include_stop_str_in_output`): it tells `stop_sequence` from
   `eos_token`, and is cut from `generated_text` afterwards unless the client asked to keep it.
 """
@@ -13,6 +14,7 @@ Two things the OpenAI request is asked for on purpose, whatever the client sent:
 from __future__ import annotations
 
 import codecs
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -166,14 +168,6 @@ class Generation:
 async def open_generation(engine: EngineClient, request: InvocationRequest) -> Generation:
     """Validate and submit; any refusal is a `GenerationError` (LMI's error-details answer)."""
     try:
-        if engine.graph.stateful:
-            raise InvalidRequest(
-                f"Model '{engine.name}' runs the stateful pipeline ({engine.graph.pipeline_kind}), which reports "
-                "no per-token log probabilities, and LMI answers carry them in every token object. Use "
-                "/v1/completions, /v1/chat/completions or a body with `messages` for this model.",
-                param="inputs",
-                code="unsupported_parameter",
-            )
         completion = _completion_request(engine.name, request)
         inputs = [request.inputs] if isinstance(request.inputs, str) else request.inputs
         prefill = []
@@ -182,7 +176,8 @@ async def open_generation(engine: EngineClient, request: InvocationRequest) -> G
             for text in inputs:
                 answer = await engine.tokenize(TextPrompt(text=text), add_special_tokens=True)
                 prefill.append([Token(id=i, text=t, log_prob=None) for i, t in zip(answer.tokens, answer.token_strs)])
-        streams = await openai_service.open_completion(engine, completion)
+        # The stateful pipeline (NPU) computes no log probabilities: its token objects show null.
+        streams = await openai_service.open_completion(engine, completion, logprob_values_optional=True)
     except ApplianceError as exc:
         raise GenerationError(exc) from exc
     return Generation(request=request, streams=streams, prefill=prefill)
@@ -201,7 +196,11 @@ class _Tokens:
 
     def add(self, entries: Sequence[TokenLogprob]) -> list[Token]:
         return [
-            Token(id=entry.id, text=self._decoder.decode(bytes(entry.bytes)), log_prob=entry.logprob)
+            Token(
+                id=entry.id,
+                text=self._decoder.decode(bytes(entry.bytes)),
+                log_prob=None if math.isnan(entry.logprob) else entry.logprob,
+            )
             for entry in entries
         ]
 

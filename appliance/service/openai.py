@@ -170,8 +170,11 @@ async def open_chat(
         return await engine.submit(prompt, params, reservation=reservation)
 
 
-async def open_completion(engine: EngineClient, request: CompletionRequest) -> list[RequestStream]:
-    """Submit one engine request per prompt; all of them or none."""
+async def open_completion(
+    engine: EngineClient, request: CompletionRequest, *, logprob_values_optional: bool = False
+) -> list[RequestStream]:
+    """Submit one engine request per prompt; all of them or none (see `sampling_params` for
+    `logprob_values_optional`)."""
     prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
     if engine.graph.accepts_images:
         for index, prompt in enumerate(prompts):
@@ -189,6 +192,7 @@ async def open_completion(engine: EngineClient, request: CompletionRequest) -> l
         max_tokens=request.max_tokens,
         max_tokens_param="max_tokens",
         logprobs=request.logprobs is not None,
+        logprob_values_optional=logprob_values_optional,
         grammar=output_grammar(request, engine.graph),
     )
     opened: list[RequestStream] = []

@@ -28,10 +28,14 @@ def sampling_params(
     max_tokens: int | None,
     max_tokens_param: str,
     logprobs: bool = False,
+    logprob_values_optional: bool = False,
     grammar: str | None = None,
     skip_special_tokens: bool | None = None,
 ) -> SamplingParams:
-    """The engine parameters of a validated request (graph defaults filled in)."""
+    """The engine parameters of a validated request (graph defaults filled in).
+
+    `logprob_values_optional`: the caller takes per-token entries whose log probability is NaN
+    where the pipeline computes none (LMI token objects show null), instead of a refusal."""
     limits = graph.limits
     if max_tokens is not None and max_tokens > limits.max_tokens_limit:
         raise InvalidRequest(
@@ -100,7 +104,7 @@ def sampling_params(
             name,
         )
     if graph.stateful:
-        _check_stateful(graph, n=n, best_of=best_of, logprobs=logprobs)
+        _check_stateful(graph, n=n, best_of=best_of, logprobs=logprobs and not logprob_values_optional)
     top_k = request.top_k or 0
     assisted = assisted_decoding(graph, request, sampling=best_of == 1 and temperature > 0, n=n, best_of=best_of)
     return SamplingParams(

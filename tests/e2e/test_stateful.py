@@ -254,11 +254,18 @@ def test_still_serving_after_refusals_and_cancellations(client: openai.OpenAI) -
     assert reply.usage.completion_tokens == 5 and reply.choices[0].finish_reason == "length"
 
 
-def test_lmi_inputs_are_refused_and_lmi_chat_is_served(stateful_server: RunningServer) -> None:
-    url = f"{stateful_server.url}/predictions/sf-chat"
-    refused = httpx.post(url, json={"inputs": "The license", "parameters": {"max_new_tokens": 4}}, timeout=30)
-    assert refused.status_code == 400
-    assert "stateful pipeline" in refused.text and "log probabilities" in refused.text
-    chat = httpx.post(url, json={"messages": MESSAGES, "max_tokens": 4, "ignore_eos": True}, timeout=30)
-    assert chat.status_code == 200, chat.text
-    assert chat.json()["usage"]["completion_tokens"] == 4
+def test_lmi_invocations_equal_continuous_batching_without_log_probabilities(stateful_server: RunningServer) -> None:
+    def invoke(model: str, stream: bool = False) -> httpx.Response:
+        body = {"inputs": "The license", "parameters": {"max_new_tokens": 12, "details": True}, "stream": stream}
+        return httpx.post(f"{stateful_server.url}/predictions/{model}", json=body, timeout=30)
+
+    stateful, batched = invoke("sf-chat").json(), invoke("demo-chat").json()
+    assert stateful["generated_text"] == batched["generated_text"]
+    details, reference = stateful["details"], batched["details"]
+    assert (details["finish_reason"], details["generated_tokens"]) == (reference["finish_reason"], reference["generated_tokens"])
+    assert [token["id"] for token in details["tokens"]] == [token["id"] for token in reference["tokens"]]
+    assert all(token["log_prob"] is None for token in details["tokens"])
+    assert all(isinstance(token["log_prob"], float) for token in reference["tokens"])
+    lines = [json.loads(line) for line in invoke("sf-chat", stream=True).text.splitlines() if line.strip()]
+    assert [line["token"]["id"] for line in lines] == [token["id"] for token in details["tokens"]]
+    assert lines[-1]["generated_text"] == stateful["generated_text"]
