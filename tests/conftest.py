@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -62,6 +63,15 @@ class RunningServer:
             if (status["in_flight"] == 0 and status["running"] == 0) or time.monotonic() > deadline:
                 return status
             time.sleep(0.05)
+
+
+def assert_stream_completed(lines: list[str]) -> None:
+    """SSE data lines of a whole stream: chunks up to a finish reason, no error event, then
+    [DONE]. (Sampled text may itself say "error": look at the events, not the text.)"""
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert not [event for event in events if "error" in event]
+    assert events[-1]["choices"][0]["finish_reason"] in ("stop", "length")
 
 
 def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:

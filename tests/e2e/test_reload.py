@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import assert_stream_completed, start_server, stop_server
 
 
 def graph_text(demo_root: Path, name: str, max_tokens_limit: int = 1024) -> str:
@@ -84,7 +84,7 @@ def test_add_change_bad_and_remove(reload_setup, demo_root) -> None:
     report = httpx.post(f"{server.url}/admin/reload", timeout=60).json()
     assert report["replaced"] == ["model-b"] and report["unchanged"] == ["model-a"]
     streaming.join(60)
-    assert results[0][-1] == "data: [DONE]" and '"error"' not in "".join(results[0])
+    assert_stream_completed(results[0])
     too_many = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "max_tokens": 100}, timeout=30)
     assert too_many.status_code == 400 and too_many.json()["error"]["param"] == "max_tokens"
 
@@ -99,5 +99,5 @@ def test_add_change_bad_and_remove(reload_setup, demo_root) -> None:
     gone = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "model": "model-a"}, timeout=30)
     assert gone.status_code == 404
     streaming.join(60)
-    assert results[0][-1] == "data: [DONE]" and '"error"' not in "".join(results[0])
+    assert_stream_completed(results[0])
     assert model_ids(server) == ["model-b"]
