@@ -10,6 +10,8 @@ stateful pipeline cannot do.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -214,15 +216,24 @@ def test_requests_run_one_at_a_time(stateful_server: RunningServer, client: open
 
 def test_cancelled_requests_stop_generating(stateful_server: RunningServer) -> None:
     """A stream the client leaves stops at its next token, and a request whose client left while
-    it was queued never runs: the engine generates far fewer tokens than the two asked for."""
+    it was queued never runs: the engine generates far fewer tokens than the two asked for. The
+    engine is frozen (SIGSTOP) while both clients leave, so neither can finish first."""
     stateful_server.wait_idle("sf-chat")
     time.sleep(0.6)  # the engine reports its token count every 0.5 s
-    before = stateful_server.model_status("sf-chat")["steps"]
+    status = stateful_server.model_status("sf-chat")
+    before, pid = status["steps"], status["pid"]
     body = {"model": "sf-chat", "messages": MESSAGES, "max_tokens": 1900, "ignore_eos": True, "temperature": 0}
-    with httpx.stream("POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30) as response:
-        next(line for line in response.iter_lines() if line.startswith("data:"))
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(f"{stateful_server.url}/v1/chat/completions", json=body, timeout=0.2)
+    try:
+        with httpx.stream("POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30) as response:
+            next(line for line in response.iter_lines() if line.startswith("data:"))
+            os.kill(pid, signal.SIGSTOP)
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{stateful_server.url}/v1/chat/completions", json=body, timeout=0.3)
+        deadline = time.monotonic() + 5
+        while stateful_server.model_status("sf-chat")["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the server has cancelled both
+    finally:
+        os.kill(pid, signal.SIGCONT)
     status = stateful_server.wait_idle("sf-chat")
     assert status["in_flight"] == 0 and status["running"] == 0, status
     time.sleep(0.6)
