@@ -241,8 +241,11 @@ def test_cancelled_requests_stop_generating(stateful_server: RunningServer) -> N
     assert 0 < generated < 1900
 
 
-def test_vision_answers_equal_continuous_batching(client: openai.OpenAI) -> None:
+@pytest.mark.parametrize("turns", [1, 3])
+def test_vision_answers_equal_continuous_batching(client: openai.OpenAI, turns: int) -> None:
     messages = [{"role": "user", "content": [IMAGE, {"type": "text", "text": "What is in the picture?"}]}]
+    if turns == 3:  # the image stays in an earlier turn
+        messages += [{"role": "assistant", "content": "A pattern."}, {"role": "user", "content": "Which colours?"}]
     stateful = _answer(client, "sf-vision", messages, max_tokens=16)
     batched = _answer(client, "demo-vision", messages, max_tokens=16)
     assert stateful.choices[0].message.content == batched.choices[0].message.content
