@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.config import VISION_ENCODER_IR, Graph, load_graphs
+from appliance.config import VISION_ENCODER_IR, Graph, is_npu, load_graphs
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
@@ -59,6 +59,14 @@ def prepare_graphs(graphs_dir: Path) -> list[Graph]:
             )
         if graph.draft_dir is not None:
             _check_draft(graph, graph.draft_dir)
+        if graph.stateful and not is_npu(graph.device) and "MIN_RESPONSE_LEN" in graph.plugin_config:
+            # Kept valid so one graph file can move between an NPU box and a CPU one, but said.
+            log.warning(
+                "%s: plugin_config.MIN_RESPONSE_LEN sizes the NPU's KV cache and has no effect on %s "
+                "(the stateful pipeline's cache grows there); MAX_PROMPT_LEN is still enforced",
+                graph.source,
+                graph.device,
+            )
     return graphs
 
 

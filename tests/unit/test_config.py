@@ -181,3 +181,22 @@ def test_stateful_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
     (model / "openvino_vision_embeddings_model.xml").write_text("<net/>")
     with pytest.raises(ConfigError, match="is LM but.*use VLM or AUTO"):
         prepare_graphs(graphs)
+
+
+def test_min_response_len_off_npu_is_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from appliance.service.graphs import prepare_graphs
+
+    graphs, model = tmp_path / "graphs", tmp_path / "model"
+    graphs.mkdir()
+    model.mkdir()
+    for name in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        (model / name).write_text("<net/>")
+    base = 'name = "m"\nmodel_path = "../model"\npipeline = "LM"\n[plugin_config]\nMAX_PROMPT_LEN = 64\n'
+    (graphs / "g.toml").write_text(base)
+    with caplog.at_level("WARNING", logger="appliance.reload"):
+        prepare_graphs(graphs)
+    assert not caplog.records
+    (graphs / "g.toml").write_text(base + "MIN_RESPONSE_LEN = 32\n")
+    with caplog.at_level("WARNING", logger="appliance.reload"):
+        prepare_graphs(graphs)
+    assert "MIN_RESPONSE_LEN" in caplog.text and "no effect on CPU" in caplog.text and "g.toml" in caplog.text
