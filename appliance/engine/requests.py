@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from appliance.config import Graph
+from appliance.config import Graph, is_npu
 from appliance.engine.generation import generation_config
 from appliance.engine.messages import (
     ChatPrompt,
@@ -30,7 +30,7 @@ from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
 
-__all__ = ["PreparedSubmit", "RequestPreparer", "model_context", "reason"]
+__all__ = ["PreparedSubmit", "RequestPreparer", "reason"]
 
 
 @dataclass
@@ -52,11 +52,15 @@ class PreparedSubmit:
 class RequestPreparer:
     """One engine's request preparation (its tokenizer, vision helper and limits)."""
 
-    def __init__(self, graph: Graph, tokenizer: Any, *, max_context: int, max_prompt_tokens: int | None = None) -> None:
+    def __init__(self, graph: Graph, tokenizer: Any) -> None:
         self.graph = graph
         self.tokenizer = tokenizer
-        self.max_context = max_context
-        self.max_prompt_tokens = max_prompt_tokens
+        self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
+        """Prompt + output tokens a request may use."""
+        if graph.stateful and is_npu(graph.device):
+            # The NPU's KV cache is compiled for exactly this many tokens.
+            self.max_context = min(self.max_context, graph.max_prompt_len + graph.min_response_len)
+        self.max_prompt_tokens = graph.max_prompt_len
         """The stateful pipeline's prompt limit (MAX_PROMPT_LEN); None: only the context counts."""
         self.eos_token_id = tokenizer.get_eos_token_id()
         self.token_texts = TokenTexts(tokenizer)
@@ -129,6 +133,10 @@ class RequestPreparer:
             pipeline_params = msgspec.structs.replace(params, stop=())
         try:
             config = generation_config(pipeline_params, max_new_tokens, eos_token_id=self.eos_token_id)
+            if vision_request is not None:
+                # Both pipelines take the rendered prompt string from a VLM request: do not let
+                # them apply the chat template a second time.
+                config.apply_chat_template = False
         except Exception as exc:  # the pipeline's own validation: refuse before the pipeline sees it
             return Rejected(
                 request_id=request_id,
@@ -173,7 +181,7 @@ class RequestPreparer:
             )
 
 
-def model_context(model_dir: Path) -> int:
+def _model_context(model_dir: Path) -> int:
     """The model's own context length (max_position_embeddings), 4096 when it does not say."""
     try:
         config = json.loads((model_dir / "config.json").read_text())

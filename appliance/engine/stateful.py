@@ -33,7 +33,7 @@ from typing import Any
 
 import openvino_genai
 
-from appliance.config import Graph, is_npu
+from appliance.config import Graph
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -49,7 +49,7 @@ from appliance.engine.messages import (
 )
 from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.pipelines import load_stateful_pipeline
-from appliance.engine.requests import PreparedSubmit, RequestPreparer, model_context, reason
+from appliance.engine.requests import PreparedSubmit, RequestPreparer, reason
 from appliance.engine.vlm import image_tensors
 
 __all__ = ["StatefulEngine"]
@@ -96,12 +96,8 @@ class StatefulEngine:
         self.graph = graph
         self.pipe = load_stateful_pipeline(graph)
         self.tokenizer = self.pipe.get_tokenizer()
-        context = graph.limits.max_context or model_context(graph.model_dir)
-        if is_npu(graph.device):
-            # The NPU's KV cache is compiled for exactly this many tokens.
-            context = min(context, graph.max_prompt_len + graph.min_response_len)
-        self.max_context = context
-        self.requests = RequestPreparer(graph, self.tokenizer, max_context=context, max_prompt_tokens=graph.max_prompt_len)
+        self.requests = RequestPreparer(graph, self.tokenizer)
+        self.max_context = self.requests.max_context
         self._detokenizer = Detokenizer(self.tokenizer)
         self._jobs: dict[int, _Job] = {}
         """Accepted and not finished: the running one and the queued ones."""
@@ -157,8 +153,6 @@ class StatefulEngine:
         prepared = self.requests.prepare(submit, streamed_stop_strings=True)
         if isinstance(prepared, Rejected):
             return prepared
-        if prepared.vision is not None:
-            prepared.config.apply_chat_template = False  # rendered already
         outputs = RequestOutputs(
             openvino_genai,
             self.tokenizer,

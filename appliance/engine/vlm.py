@@ -98,8 +98,8 @@ class VisionRequests:
         request: PreparedRequest,
         config: openvino_genai.GenerationConfig,
     ) -> Any:
-        """Submit to the pipeline (encodes the images here: tens of ms per large image)."""
-        config.apply_chat_template = False
+        """Submit to the pipeline (encodes the images here: tens of ms per large image). The
+        config must not apply the chat template again (`RequestPreparer` sees to it)."""
         return pipe.add_request(request_id, request.prompt, image_tensors(request.images), config)
 
     def final_prompt_tokens(self, perf_metrics: Callable[[], Any], counted: int) -> int:

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from appliance.config import Graph
 from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.pipelines import load_pipeline
-from appliance.engine.requests import RequestPreparer, model_context, reason
+from appliance.engine.requests import RequestPreparer, reason
 from appliance.engine.stateful import StatefulEngine
 from appliance.engine.messages import (
     Accepted,
@@ -104,8 +104,8 @@ class _Engine:
         self.graph = graph
         self.pipe = load_pipeline(graph)
         self.tokenizer = self.pipe.get_tokenizer()
-        self.max_context = graph.limits.max_context or model_context(graph.model_dir)
-        self.requests = RequestPreparer(graph, self.tokenizer, max_context=self.max_context)
+        self.requests = RequestPreparer(graph, self.tokenizer)
+        self.max_context = self.requests.max_context
         self.detokenizer = Detokenizer(self.tokenizer)
         self.vision = self.requests.vision
         self.active: dict[int, _Active] = {}
