@@ -99,6 +99,11 @@ class Limits(_Config):
     """Images one chat request may carry, over all its messages (vision graphs)."""
     max_image_pixels: Annotated[int, msgspec.Meta(ge=1, le=MAX_IMAGE_PIXELS_CEILING)] = 16_777_216
     """Width x height of one image, read from its header before decoding (default 4096 x 4096)."""
+    max_grammar_states: PositiveInt = 256
+    """Largest compile cost of a request's output constraint (schema, regex, grammar, forced tool
+    call), in character classes the engine matches against the vocabulary: the engine compiles a
+    new grammar inside its step, so every stream of the model waits for it (about 10 ms per state
+    for a 49k-token vocabulary on 2 cores; each distinct grammar is compiled once)."""
 
 
 class SchedulerOverrides(_Config):

@@ -120,8 +120,22 @@ def char_class(ranges: Sequence[tuple[int, int]]) -> str:
     return f"[{body}]"
 
 
-def repeat(expression: str, low: int, high: int | None) -> str:
-    """`expression` repeated low..high times (high None: unbounded)."""
+UNROLL_LIMIT = 16
+"""Largest count written as `x{m,n}`, which xgrammar unrolls into one copy of x per count.
+
+Each copied terminal costs the engine a pass over the whole vocabulary when it compiles the grammar
+(about 10 ms for a 49k-token vocabulary on 2 cores, inside the serving step), so larger counts are
+built from powers of 16 instead (`RuleSet.counted`): O(log n) copies for any n. (Powers of two
+compile faster still but cost ~80 ms more per generated token on that vocabulary: the engine's
+parser walks the deeper nesting at every step.)
+"""
+
+
+def repeat(expression: str, low: int, high: int | None, rules: RuleSet | None = None) -> str:
+    """`expression` repeated low..high times (high None: unbounded).
+
+    Counts above UNROLL_LIMIT need `rules`, where the power-of-two rules are added.
+    """
     if low > MAX_REPEAT or (high is not None and high > MAX_REPEAT):
         raise GrammarError(f"Repetition counts above {MAX_REPEAT} are not supported.")
     if high is not None and high < low:
@@ -132,6 +146,10 @@ def repeat(expression: str, low: int, high: int | None) -> str:
         return f"{expression}+"
     if (low, high) == (0, 1):
         return f"{expression}?"
+    if (low, high) == (1, 1):
+        return expression
+    if rules is not None and max(low, high or 0) > UNROLL_LIMIT:
+        return rules.counted(expression, low, high)
     if high is None:
         return f"{expression}{{{low},}}"
     if low == high:
@@ -139,11 +157,21 @@ def repeat(expression: str, low: int, high: int | None) -> str:
     return f"{expression}{{{low},{high}}}"
 
 
+def _base16(number: int) -> list[int]:
+    """The base-16 digits of `number`, lowest first."""
+    digits = []
+    while number:
+        number, digit = divmod(number, 16)
+        digits.append(digit)
+    return digits
+
+
 class RuleSet:
     """The named rules of one grammar under construction; `render` writes the grammar."""
 
     def __init__(self) -> None:
         self._rules: dict[str, str | None] = {}
+        self._counting: dict[tuple, str] = {}  # the rules `counted` wrote, by what they match
 
     def reserve(self, hint: str) -> str:
         """A fresh rule name (from `hint`) to `define` later: lets a rule refer to itself."""
@@ -175,10 +203,69 @@ class RuleSet:
             self._rules[name] = body()
         return name
 
+    def counted(self, expression: str, low: int, high: int | None) -> str:
+        """`expression` low..high times, from rules for 16, 256, 4096, ... copies (unambiguous).
+
+        Like a number in base 16: exactly n copies are each power's digit of n in sequence; up to
+        n copies are `upto(n) ::= P_k{0,d-1} free_k | P_k{d} upto(n mod 16^k)` (d: n's top digit,
+        P_k: 16^k copies, free_k: 0..16^k-1 copies). Every count has one derivation, and the
+        grammar holds O(log n) rules, none repeating more than 16 copies.
+        """
+        unit = self._memo(("unit", expression), "unit", lambda: expression)
+        parts = []
+        for power, digit in reversed(list(enumerate(_base16(low)))):
+            if digit:
+                parts.append(repeat(self._power(unit, power), digit, digit))
+        if high is None:
+            parts.append(f"{unit}*")
+        elif high > low:
+            parts.append(self._upto(unit, high - low))
+        return "(" + " ".join(parts) + ")" if parts else '""'
+
+    def _memo(self, key: tuple, hint: str, body: Callable[[], str]) -> str:
+        if key not in self._counting:
+            name = self.reserve(hint)
+            self._counting[key] = name
+            self.define(name, body())
+        return self._counting[key]
+
+    def _power(self, unit: str, power: int) -> str:
+        """The rule for 16^power copies of `unit`."""
+        if power == 0:
+            return unit
+        lower = self._power(unit, power - 1)
+        return self._memo((unit, "x", power), f"{unit}_x{16**power}", lambda: f"{lower}{{16}}")
+
+    def _free(self, unit: str, power: int) -> str:
+        """0..16^power - 1 copies of `unit`."""
+        if power == 0:
+            return '""'
+        lower = self._free(unit, power - 1)
+        tail = "" if lower == '""' else f" {lower}"
+        return self._memo(
+            (unit, "free", power), f"{unit}_upto{16**power - 1}", lambda: f"{self._power(unit, power - 1)}{{0,15}}{tail}"
+        )
+
+    def _upto(self, unit: str, count: int) -> str:
+        """0..count copies of `unit` (count >= 1)."""
+        power = len(_base16(count)) - 1
+        digit, rest = divmod(count, 16**power)
+        if power == 0:
+            return self._memo((unit, "upto", count), f"{unit}_upto{count}", lambda: f"{unit}{{0,{count}}}")
+        chunk, free = self._power(unit, power), self._free(unit, power)
+        below = free if digit == 1 else f"{repeat(chunk, 0, digit - 1)} {free}"
+        top = repeat(chunk, digit, digit) + (f" {self._upto(unit, rest)}" if rest else "")
+        return self._memo((unit, "upto", count), f"{unit}_upto{count}", lambda: f"{top} | {below}")
+
+    def claim(self, name: str) -> None:
+        """Keep `name` (a user's rule) from being given to another rule."""
+        self._rules.setdefault(name, None)
+
     def render(self, root: str) -> str:
-        lines = [f"root ::= {root}"]
-        lines += [f"{name} ::= {body}" for name, body in self._rules.items() if body is not None]
-        return "\n".join(lines) + "\n"
+        return f"root ::= {root}\n" + self.render_rules()
+
+    def render_rules(self) -> str:
+        return "".join(f"{name} ::= {body}\n" for name, body in self._rules.items() if body is not None)
 
 
 # -- reading a user's grammar ------------------------------------------------------------------
@@ -306,10 +393,18 @@ class _Reader:
         return ord(self.text[position]), position + 1
 
 
+# A parsed grammar expression: ("literal", text), ("class", ranges), ("ref", name),
+# ("group", alternatives), each alternative a list of nodes, or ("repeat", node, low, high).
+Node = tuple
+MAX_NESTING = 64
+"""Deepest nesting of groups accepted in a grammar (the engine's parser recurses on it)."""
+
+
 class _Parser:
     def __init__(self, reader: _Reader, tokens: list[_Token]) -> None:
         self.reader, self.tokens, self.index = reader, tokens, 0
         self.referenced: dict[str, int] = {}
+        self.depth = 0
 
     def peek(self, ahead: int = 0) -> _Token | None:
         index = self.index + ahead
@@ -319,8 +414,8 @@ class _Parser:
         token, following = self.peek(), self.peek(1)
         return token is not None and token.kind == "name" and following is not None and following.kind == "define"
 
-    def rules(self) -> dict[str, str]:
-        rules: dict[str, str] = {}
+    def rules(self) -> dict[str, Node]:
+        rules: dict[str, Node] = {}
         while self.peek() is not None:
             if not self.at_rule_start():
                 token = self.peek()
@@ -332,26 +427,30 @@ class _Parser:
             rules[name_token.value] = self.alternatives()
         return rules
 
-    def alternatives(self) -> str:
+    def alternatives(self) -> Node:
         options = [self.sequence()]
         while (token := self.peek()) is not None and token.kind == "bar":
             self.index += 1
             options.append(self.sequence())
-        return " | ".join(options)
+        return ("group", options)
 
-    def sequence(self) -> str:
-        items = []
+    def sequence(self) -> list[Node]:
+        items: list[Node] = []
         while (token := self.peek()) is not None and token.kind not in ("bar", "close") and not self.at_rule_start():
             self.index += 1
             if token.kind == "string":
-                item = literal(token.value)
+                item: Node = ("literal", token.value)
             elif token.kind == "class":
-                item = char_class(token.value)
+                item = ("class", token.value)
             elif token.kind == "name":
                 self.referenced.setdefault(token.value, token.offset)
-                item = token.value
+                item = ("ref", token.value)
             elif token.kind == "open":
-                item = f"({self.alternatives()})"
+                self.depth += 1
+                if self.depth > MAX_NESTING:
+                    raise self.reader.fail(f"groups are nested more than {MAX_NESTING} deep", token.offset)
+                item = self.alternatives()
+                self.depth -= 1
                 closing = self.peek()
                 if closing is None or closing.kind != "close":
                     raise self.reader.fail("missing ')'", token.offset)
@@ -362,19 +461,18 @@ class _Parser:
                 self.index += 1
                 low, high = quant.value
                 try:
-                    item = f"({repeat(item, low, high)})"
+                    repeat("x", low, high)  # checks the counts
                 except GrammarError as exc:
                     raise self.reader.fail(exc.message.rstrip("."), quant.offset) from None
+                item = ("repeat", item, low, high)
             items.append(item)
-        return " ".join(items) if items else '""'
+        return items
 
 
-def parse_grammar(text: str) -> str:
-    """Check a user's EBNF grammar and write it back in a form known to compile.
-
-    Raises GrammarError (with line and column) for a syntax error, a rule defined twice, a
-    reference to an undefined rule, or a grammar without `root`.
-    """
+def read_grammar(text: str) -> dict[str, Node]:
+    """The rules of a grammar, parsed. Raises GrammarError (with line and column) for a syntax
+    error, groups nested too deeply, a rule defined twice, a reference to an undefined rule, or a
+    grammar without `root`."""
     reader = _Reader(text)
     parser = _Parser(reader, reader.tokens())
     rules = parser.rules()
@@ -383,4 +481,33 @@ def parse_grammar(text: str) -> str:
     for name, offset in parser.referenced.items():
         if name not in rules:
             raise reader.fail(f"rule {name!r} is used but not defined", offset)
-    return "\n".join(f"{name} ::= {body}" for name, body in rules.items()) + "\n"
+    return rules
+
+
+def _write(node: Node, rules: RuleSet) -> str:
+    kind = node[0]
+    if kind == "literal":
+        return literal(node[1])
+    if kind == "class":
+        return char_class(node[1])
+    if kind == "ref":
+        return node[1]
+    if kind == "repeat":
+        return f"({repeat(_write(node[1], rules), node[2], node[3], rules)})"
+    alternatives = [" ".join(_write(item, rules) for item in option) or '""' for option in node[1]]
+    return f"({' | '.join(alternatives)})"
+
+
+def parse_grammar(text: str) -> str:
+    """Check a user's EBNF grammar and write it back in a form known to compile.
+
+    Raises GrammarError as `read_grammar` does; large repetition counts are rewritten as
+    `RuleSet.counted` does (new rules, named apart from the user's).
+    """
+    parsed = read_grammar(text)
+    rules = RuleSet()
+    for name in parsed:
+        rules.claim(name)
+    for name, body in parsed.items():
+        rules.define(name, _write(body, rules)[1:-1])  # a rule body needs no outer parentheses
+    return rules.render_rules()

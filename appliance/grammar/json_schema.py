@@ -20,6 +20,8 @@ __all__ = ["json_object_grammar", "json_schema_grammar", "schema_expression"]
 
 SPACE = '" "?'
 MAX_DIGITS = 16
+MAX_DEPTH = 24
+"""Deepest nesting of schemas (each level adds at most two groups; the grammar allows 64)."""
 _ANNOTATIONS = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
     "readOnly", "writeOnly", "$defs", "definitions", "discriminator",
@@ -44,28 +46,33 @@ _FORMATS = {
 }
 
 
-def _json_rules(rules: RuleSet) -> dict[str, str]:
-    """Shared rules for any JSON value (no free whitespace)."""
-    plain = char_class(subtract(ANY_CHAR, [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
-    char = rules.shared("json-char", lambda: f'{plain} | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})')
-    string = rules.shared("json-string", lambda: f'"\\"" {char}* "\\""')
-    integer = rules.shared("json-integer", lambda: f'"-"? ("0" | [1-9] [0-9]{{0,{MAX_DIGITS - 1}}})')
-    number = rules.shared(
-        "json-number", lambda: f'{integer} ("." [0-9]{{1,{MAX_DIGITS}}})? ([eE] [-+]? [0-9]{{1,3}})?'
-    )
-    value = "json-value"  # referred to by name inside its own definition (nesting)
+def _json(rules: RuleSet, kind: str) -> str:
+    """The shared rule for any JSON `kind` (char, string, integer, number, value, object, array),
+    defined with what it needs on first use. No free whitespace."""
+    if kind == "char":
+        plain = char_class(subtract(ANY_CHAR, [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+        return rules.shared("json-char", lambda: f'{plain} | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})')
+    if kind == "string":
+        return rules.shared("json-string", lambda: f'"\\"" {_json(rules, "char")}* "\\""')
+    if kind == "integer":
+        return rules.shared("json-integer", lambda: f'"-"? ("0" | [1-9] {_digits(0, MAX_DIGITS - 1, rules)})')
+    if kind == "number":
+        return rules.shared(
+            "json-number",
+            lambda: f'{_json(rules, "integer")} ("." {_digits(1, MAX_DIGITS, rules)})? ([eE] [-+]? {_digits(1, 3, rules)})?',
+        )
+    string, value = _json(rules, "string"), "json-value"  # json-value refers to itself (nesting)
 
     def any_value() -> str:
-        obj = rules.shared(
+        rules.shared(
             "json-object",
             lambda: f'"{{" ({string} ":" {SPACE} {value} ("," {SPACE} {string} ":" {SPACE} {value})*)? "}}"',
         )
-        arr = rules.shared("json-array", lambda: f'"[" ({value} ("," {SPACE} {value})*)? "]"')
-        return f'{obj} | {arr} | {string} | {number} | "true" | "false" | "null"'
+        rules.shared("json-array", lambda: f'"[" ({value} ("," {SPACE} {value})*)? "]"')
+        return f'json-object | json-array | {string} | {_json(rules, "number")} | "true" | "false" | "null"'
 
     rules.shared(value, any_value)
-    return {"char": char, "string": string, "integer": integer, "number": number, "value": value,
-            "object": "json-object", "array": "json-array"}
+    return value if kind == "value" else f"json-{kind}"
 
 
 def _compact(value: Any) -> str:
@@ -75,29 +82,54 @@ def _compact(value: Any) -> str:
 # -- numbers ------------------------------------------------------------------------------------
 
 
-def _same_length_range(low: str, high: str) -> str:
-    """Digit strings of one length from `low` to `high` (inclusive)."""
+def _digits(low: int, high: int, rules: RuleSet) -> str:
+    """low..high decimal digits."""
+    return repeat("[0-9]", low, high, rules)
+
+
+def _same_length_range(low: str, high: str, rules: RuleSet) -> str:
+    """Digit strings of one length from `low` to `high` (inclusive).
+
+    Linear in the number of digits: a tail that may be anything is `[0-9]{n}`, never split again.
+    """
     if low == high:
         return literal(low)
-    if len(low) == 1:
-        return f"[{low}-{high}]"
-    if low[0] == high[0]:
-        return f"{literal(low[0])} {_same_length_range(low[1:], high[1:])}"
     rest = len(low) - 1
-    options = [f"{literal(low[0])} {_same_length_range(low[1:], '9' * rest)}"]
-    if int(high[0]) - int(low[0]) > 1:
-        options.append(f"[{int(low[0]) + 1}-{int(high[0]) - 1}] [0-9]{{{rest}}}")
-    options.append(f"{literal(high[0])} {_same_length_range('0' * rest, high[1:])}")
-    return "(" + " | ".join(options) + ")"
-
-
-def _natural_range(low: int, high: int) -> str:
-    """Decimal numerals (no leading zeros) of the integers low..high, 0 <= low <= high."""
+    if low[0] == high[0]:
+        return f"{literal(low[0])} {_same_length_range(low[1:], high[1:], rules)}"
+    # The first digits whose tails range over every digit string join one class.
+    free_low = int(low[0]) + (low[1:] != "0" * rest)
+    free_high = int(high[0]) - (high[1:] != "9" * rest)
     options = []
-    for length in range(len(str(low)), len(str(high)) + 1):
-        start = low if length == len(str(low)) else 10 ** (length - 1)
-        end = high if length == len(str(high)) else 10**length - 1
-        options.append(_same_length_range(str(start), str(end)))
+    if low[1:] != "0" * rest:
+        options.append(f"{literal(low[0])} {_same_length_range(low[1:], '9' * rest, rules)}")
+    if free_low <= free_high:
+        digit = f"[{free_low}]" if free_low == free_high else f"[{free_low}-{free_high}]"
+        options.append(f"{digit} {_digits(rest, rest, rules)}" if rest else digit)
+    if high[1:] != "9" * rest:
+        options.append(f"{literal(high[0])} {_same_length_range('0' * rest, high[1:], rules)}")
+    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+
+def _natural_range(low: int, high: int, rules: RuleSet) -> str:
+    """Decimal numerals (no leading zeros) of the integers low..high, 0 <= low <= high."""
+    short, long = len(str(low)), len(str(high))
+    if short == long:
+        return _same_length_range(str(low), str(high), rules)
+    # Lengths whose every numeral is in range are one option; the lengths at either end that are
+    # only partly in range get their own.
+    first_full = short if low in (0, 10 ** (short - 1)) else short + 1
+    last_full = long if high == 10**long - 1 else long - 1
+    options = []
+    if first_full > short:
+        options.append(_same_length_range(str(low), "9" * short, rules))
+    if first_full == 1:
+        options.append("[0-9]")
+        first_full = 2
+    if first_full <= last_full:
+        options.append(f"[1-9] {_digits(first_full - 1, last_full - 1, rules)}")
+    if last_full < long:
+        options.append(_same_length_range("1" + "0" * (long - 1), str(high), rules))
     return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
 
 
@@ -123,19 +155,22 @@ def _integer_span(schema: dict, path: str) -> tuple[int, int]:
     return max(first, -limit), min(last, limit)
 
 
-def _integers(first: int, last: int) -> list[str]:
+def _integers(first: int, last: int, rules: RuleSet) -> list[str]:
     """Alternatives for the integers first..last."""
     options = []
     if last >= 0 and first <= last:
-        options.append(_natural_range(max(first, 0), last))
+        options.append(_natural_range(max(first, 0), last, rules))
     if first < 0 and first <= last:
-        options.append(f'"-" {_natural_range(max(-last, 1), -first)}')
+        options.append(f'"-" {_natural_range(max(-last, 1), -first, rules)}')
     return options
 
 
-def _integer(schema: dict, path: str) -> str:
+def _integer(schema: dict, path: str, rules: RuleSet) -> str:
+    low, _, high, _ = _bounds(schema, path)
+    if low is None and high is None:
+        return _json(rules, "integer")
     first, last = _integer_span(schema, path)
-    options = _integers(first, last)
+    options = _integers(first, last, rules)
     if not options:
         raise GrammarError("No integer satisfies these bounds.", path)
     return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
@@ -144,20 +179,21 @@ def _integer(schema: dict, path: str) -> str:
 def _number(schema: dict, path: str, rules: RuleSet) -> str:
     low, _, high, _ = _bounds(schema, path)
     if low is None and high is None:
-        return _json_rules(rules)["number"]
+        return _json(rules, "number")
     limit = 10**MAX_DIGITS - 1
     first, last = _integer_span(schema, path)
-    options = _integers(first, last)
+    options = _integers(first, last, rules)
     # A fraction ending in 1-9 is never zero: k.f lies strictly between k and k+1 (or -k-1 and -k).
-    fraction = f'"." [0-9]{{0,{MAX_DIGITS - 2}}} [1-9]'
-    low_value = -limit if low is None else low
-    high_value = limit if high is None else high
+    fraction = rules.shared("json-fraction", lambda: f'"." {_digits(0, MAX_DIGITS - 2, rules)} [1-9]')
+    # Without a bound, fractions go as far as integers do.
+    low_value = -limit - 1 if low is None else low
+    high_value = limit + 1 if high is None else high
     positive = (max(math.ceil(low_value), 0), min(math.floor(high_value) - 1, limit))
     if positive[0] <= positive[1]:
-        options.append(f"{_natural_range(*positive)} {fraction}")
+        options.append(f"{_natural_range(*positive, rules)} {fraction}")
     negative = (max(math.ceil(-high_value), 0), min(math.floor(-low_value) - 1, limit))
     if negative[0] <= negative[1]:
-        options.append(f'"-" {_natural_range(*negative)} {fraction}')
+        options.append(f'"-" {_natural_range(*negative, rules)} {fraction}')
     if not options:
         raise GrammarError("No number satisfies these bounds.", path)
     return "(" + " | ".join(options) + ")"
@@ -171,10 +207,20 @@ class _Converter:
         self.root = root
         self.rules = rules
         self.refs: dict[str, str] = {}
+        self.depth = 0
 
     def expression(self, schema: Any, path: str) -> str:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise GrammarError(f"The schema nests more than {MAX_DEPTH} levels deep here.", path)
+            return self.unnested(schema, path)
+        finally:
+            self.depth -= 1
+
+    def unnested(self, schema: Any, path: str) -> str:
         if schema is True or schema == {}:
-            return _json_rules(self.rules)["value"]
+            return _json(self.rules, "value")
         if not isinstance(schema, dict):
             raise GrammarError("A schema must be an object (or `true`).", path)
         unknown = sorted(set(schema) - _ANNOTATIONS - _ASSERTIONS)
@@ -198,7 +244,7 @@ class _Converter:
                 return self.combination(schema, keyword, path)
         types = schema.get("type", _implied_type(schema))
         if types is None:
-            return _json_rules(self.rules)["value"]
+            return _json(self.rules, "value")
         if isinstance(types, str):
             types = [types]
         if not isinstance(types, list) or not types or any(kind not in _TYPES for kind in types):
@@ -240,7 +286,7 @@ class _Converter:
         if kind == "string":
             return self.string(schema, path)
         if kind == "integer":
-            return _integer(schema, path)
+            return _integer(schema, path, self.rules)
         if kind == "number":
             return _number(schema, path, self.rules)
         if kind == "boolean":
@@ -264,13 +310,13 @@ class _Converter:
             if pattern is not None and not isinstance(pattern, str):
                 raise GrammarError("`pattern` must be a string.", _join(path, "pattern"))
             try:
-                inner = regex_expression(_FORMATS[fmt] if fmt is not None else pattern, json_string=True)
+                inner = regex_expression(_FORMATS[fmt] if fmt is not None else pattern, self.rules, json_string=True)
             except GrammarError as exc:
                 raise GrammarError(exc.message, _join(path, "pattern")) from None
             return f'"\\"" {inner} "\\""'
         low, high = _count(schema, "minLength", path), _count(schema, "maxLength", path)
-        char = _json_rules(self.rules)["char"]
-        return f'"\\"" {repeat(char, low or 0, high)} "\\""'
+        char = _json(self.rules, "char")
+        return f'"\\"" {repeat(char, low or 0, high, self.rules)} "\\""'
 
     def object(self, schema: dict, path: str) -> str:
         properties = schema.get("properties") or {}
@@ -291,7 +337,7 @@ class _Converter:
             (name in required, f"{literal(_compact(name) + ':')} {SPACE} {self.expression(sub, _join(path, 'properties', name))}")
             for name, sub in members.items()
         ]
-        return '"{" ' + _members(entries) + ' "}"'
+        return '"{" ' + _members(entries, self.rules) + ' "}"'
 
     def mapping(self, schema: dict, path: str, minimum: int | None, maximum: int | None) -> str:
         extra = schema.get("additionalProperties", True)
@@ -299,10 +345,9 @@ class _Converter:
             if minimum:
                 raise GrammarError("`minProperties` cannot be met without properties.", path)
             return '"{" "}"'
-        json_rules = _json_rules(self.rules)
         value = self.expression(extra, _join(path, "additionalProperties"))
-        entry = self.rules.add("entry", f'{json_rules["string"]} ":" {SPACE} {value}')
-        return _list("{", "}", entry, minimum or 0, maximum)
+        entry = self.rules.add("entry", f'{_json(self.rules, "string")} ":" {SPACE} {value}')
+        return _list("{", "}", entry, minimum or 0, maximum, self.rules)
 
     def array(self, schema: dict, path: str) -> str:
         minimum, maximum = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
@@ -314,14 +359,14 @@ class _Converter:
         if not prefix:
             if item is None:
                 return '"[" "]"'
-            return _list("[", "]", item, minimum, maximum)
+            return _list("[", "]", item, minimum, maximum, self.rules)
         if maximum is not None and maximum < len(prefix):
             raise GrammarError("`maxItems` is below the number of `prefixItems`.", path)
         parts = [self.expression(sub, f"{_join(path, 'prefixItems')}[{index}]") for index, sub in enumerate(prefix)]
         text = f' "," {SPACE} '.join(parts)
         if item is not None:
             more_max = None if maximum is None else maximum - len(prefix)
-            text += " " + repeat(f'("," {SPACE} {item})', max(minimum - len(prefix), 0), more_max)
+            text += " " + repeat(f'("," {SPACE} {item})', max(minimum - len(prefix), 0), more_max, self.rules)
         elif minimum > len(prefix):
             raise GrammarError("`minItems` is above the number of `prefixItems` and `items` is false.", path)
         return f'"[" {text} "]"'
@@ -352,20 +397,21 @@ def _count(schema: dict, key: str, path: str) -> int | None:
     return value
 
 
-def _list(open_: str, close: str, item: str, minimum: int, maximum: int | None) -> str:
+def _list(open_: str, close: str, item: str, minimum: int, maximum: int | None, rules: RuleSet) -> str:
     """`open item, item, ... close` with minimum..maximum items."""
     if maximum is not None and maximum < minimum:
         raise GrammarError("The maximum count is below the minimum count.")
     if maximum == 0:
         return f"{literal(open_)} {literal(close)}"
-    more = repeat(f'("," {SPACE} {item})', max(minimum - 1, 0), None if maximum is None else maximum - 1)
+    item = _named(item, "item", rules)  # written twice below: a name keeps nested lists linear
+    more = repeat(f'("," {SPACE} {item})', max(minimum - 1, 0), None if maximum is None else maximum - 1, rules)
     body = f"{item} {more}"
     if minimum == 0:
         body = f"({body})?"
     return f"{literal(open_)} {body} {literal(close)}"
 
 
-def _members(entries: list[tuple[bool, str]]) -> str:
+def _members(entries: list[tuple[bool, str]], rules: RuleSet) -> str:
     """Object members in order; required ones always, optional ones may be left out."""
     first_required = next((index for index, (required, _) in enumerate(entries) if required), None)
     if first_required is not None:
@@ -374,12 +420,22 @@ def _members(entries: list[tuple[bool, str]]) -> str:
         for required, entry in entries[first_required + 1 :]:
             parts.append(f'"," {SPACE} {entry}' if required else f'("," {SPACE} {entry})?')
         return " ".join(parts)
-    # All optional: choose which comes first, each later one may follow.
-    options = []
-    for index, (_, entry) in enumerate(entries):
-        tail = " ".join(f'("," {SPACE} {later})?' for _, later in entries[index + 1 :])
-        options.append(f"{entry} {tail}".strip())
-    return "(" + " | ".join(options) + ")?"
+    # All optional: any one may come first, then each later one may follow. `rest_i` (what may
+    # follow once member i is written) keeps this linear in the number of members.
+    names = [_named(entry, "member", rules) for _, entry in entries]
+    rest = '""'
+    options = [names[-1]]
+    for name, following in zip(reversed(names[:-1]), reversed(names[1:])):
+        rest = rules.add("rest", f'("," {SPACE} {following})? {rest}'.removesuffix(' ""'))
+        options.append(f"{name} {rest}")
+    return "(" + " | ".join(reversed(options)) + ")?"
+
+
+def _named(expression: str, hint: str, rules: RuleSet) -> str:
+    """`expression` itself if it is short, else a rule for it (to refer to it more than once)."""
+    if len(expression) <= 24 or expression.replace("-", "_").isidentifier():
+        return expression
+    return rules.add(hint, expression)
 
 
 def schema_expression(schema: Any, rules: RuleSet, path: str = "") -> str:
@@ -399,4 +455,4 @@ def json_schema_grammar(schema: Any) -> str:
 def json_object_grammar() -> str:
     """A whole grammar producing any compact JSON object (`response_format: json_object`)."""
     rules = RuleSet()
-    return rules.render(_json_rules(rules)["object"])
+    return rules.render(_json(rules, "object"))

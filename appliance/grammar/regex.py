@@ -34,14 +34,18 @@ _CATEGORIES = {
 }
 # Characters a JSON string must escape.
 _JSON_SPECIAL = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
+MAX_DEPTH = 24
+"""Deepest nesting of groups and repetitions (the grammar allows 64; a JSON string adds a few)."""
 _ALLOWED_FLAGS = re.UNICODE | re.VERBOSE | re.MULTILINE | re.DOTALL | re.ASCII
 
 
 class _Translator:
-    def __init__(self, pattern: str, *, json_string: bool, dotall: bool) -> None:
+    def __init__(self, pattern: str, rules: RuleSet, *, json_string: bool, dotall: bool) -> None:
         self.pattern = pattern
+        self.rules = rules
         self.json_string = json_string
         self.dotall = dotall
+        self.depth = 0
 
     def fail(self, what: str) -> GrammarError:
         return GrammarError(f"The regular expression {self.pattern!r} uses {what}, which is not supported.")
@@ -90,6 +94,15 @@ class _Translator:
         return options[0] if len(options) == 1 else f"({' | '.join(options)})"
 
     def item(self, op, arg) -> str:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise GrammarError(f"The regular expression nests groups more than {MAX_DEPTH} deep.")
+            return self.unnested_item(op, arg)
+        finally:
+            self.depth -= 1
+
+    def unnested_item(self, op, arg) -> str:
         if op is sre.NOT_LITERAL:
             return self.ranges(subtract(list(ANY_CHAR), [(arg, arg)]))
         if op is sre.ANY:
@@ -109,7 +122,7 @@ class _Translator:
             low, high, pattern = arg
             inner = f"({self.sequence(list(pattern))})"
             try:
-                return f"({repeat(inner, low, None if high == sre.MAXREPEAT else high)})"
+                return f"({repeat(inner, low, None if high == sre.MAXREPEAT else high, self.rules)})"
             except GrammarError as exc:
                 raise GrammarError(f"The regular expression {self.pattern!r}: {exc.message}") from None
         names = {
@@ -144,8 +157,9 @@ class _Translator:
         return subtract(_ASCII if categories else list(ANY_CHAR), ranges)
 
 
-def regex_expression(pattern: str, *, json_string: bool = False) -> str:
-    """A grammar expression matching (a subset of) the strings `pattern` matches in full.
+def regex_expression(pattern: str, rules: RuleSet, *, json_string: bool = False) -> str:
+    """A grammar expression (rules added to `rules`) matching (a subset of) the strings `pattern`
+    matches in full.
 
     With `json_string`, the expression produces the JSON-escaped form of such strings (for the
     inside of a JSON string literal). Raises GrammarError naming the problem.
@@ -159,7 +173,7 @@ def regex_expression(pattern: str, *, json_string: bool = False) -> str:
     flags = parsed.state.flags
     if flags & ~_ALLOWED_FLAGS:
         raise GrammarError(f"The regular expression {pattern!r} uses flags (e.g. (?i)) that are not supported.")
-    translator = _Translator(pattern, json_string=json_string, dotall=bool(flags & re.DOTALL))
+    translator = _Translator(pattern, rules, json_string=json_string, dotall=bool(flags & re.DOTALL))
     items = list(parsed)
     if len(items) == 1 and items[0][0] is sre.BRANCH:
         # Anchors are allowed at the edges of each top-level alternative: ^a|^b$.
@@ -169,4 +183,5 @@ def regex_expression(pattern: str, *, json_string: bool = False) -> str:
 
 def regex_grammar(pattern: str) -> str:
     """A whole grammar whose output matches `pattern` in full."""
-    return RuleSet().render(regex_expression(pattern))
+    rules = RuleSet()
+    return rules.render(regex_expression(pattern, rules))

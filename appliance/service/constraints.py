@@ -1,11 +1,21 @@
 """What a request constrains its output to, as a grammar: `response_format`, `structured_outputs`
 (regex, grammar, choice, json) or a forced tool call (`tool_choice` required or named).
 
-At most one source per request; a schema, regex or grammar that cannot be honoured is a 400
+At most one source per request; a schema, regex or grammar that cannot be honoured, or that would
+cost the engine more than the graph's budget to compile (`limits.max_grammar_states`), is a 400
 naming the field (the path inside it too).
+
+Grammars are built off the event loop and remembered (clients send the same tools and schemas
+again and again); the engine keeps its own compiled copy of each, so a repeated grammar costs
+nothing the second time.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+import msgspec
 
 from appliance.config import Graph
 from appliance.errors import InvalidRequest
@@ -16,6 +26,7 @@ from appliance.grammar import (
     parse_grammar,
     regex_grammar,
 )
+from appliance.grammar.cost import GrammarBudget, check_grammar
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.protocol.openai import (
     ChatCompletionRequest,
@@ -27,7 +38,11 @@ from appliance.protocol.openai import (
 )
 from appliance.service.tools import forced_call_grammar
 
-__all__ = ["check_tools", "output_grammar"]
+__all__ = ["check_tools", "constrained_output", "output_grammar"]
+
+_REMEMBERED = 256
+"""Grammars (or their errors) kept, by the request fields they come from."""
+_remembered: OrderedDict[bytes, str | None | InvalidRequest] = OrderedDict()
 
 
 def _invalid(exc: GrammarError, param: str) -> InvalidRequest:
@@ -58,7 +73,7 @@ def check_tools(request: ChatCompletionRequest, graph: Graph) -> None:
         )
 
 
-def _structured(outputs: StructuredOutputs) -> str:
+def _structured(outputs: StructuredOutputs, graph: Graph) -> str:
     given = [name for name in ("json", "regex", "choice", "grammar") if getattr(outputs, name) is not None]
     if len(given) != 1:
         raise InvalidRequest(
@@ -68,18 +83,51 @@ def _structured(outputs: StructuredOutputs) -> str:
     param = f"structured_outputs.{name}"
     try:
         if name == "json":
-            return json_schema_grammar(outputs.json)
-        if name == "regex":
-            return regex_grammar(outputs.regex)
-        if name == "grammar":
-            return parse_grammar(outputs.grammar)
-        return RuleSet().render("(" + " | ".join(literal(option) for option in outputs.choice) + ")")
+            grammar = json_schema_grammar(outputs.json)
+        elif name == "regex":
+            grammar = regex_grammar(outputs.regex)
+        elif name == "grammar":
+            grammar = parse_grammar(outputs.grammar)
+        else:
+            grammar = RuleSet().render("(" + " | ".join(literal(option) for option in outputs.choice) + ")")
     except GrammarError as exc:
         raise _invalid(exc, param) from None
+    return _budgeted(grammar, param, graph)
+
+
+def _budgeted(grammar: str, param: str, graph: Graph) -> str:
+    try:
+        check_grammar(grammar, GrammarBudget(max_states=graph.limits.max_grammar_states))
+    except GrammarError as exc:
+        raise _invalid(exc, param) from None
+    return grammar
+
+
+async def constrained_output(request: ChatCompletionRequest | CompletionRequest, graph: Graph) -> str | None:
+    """`output_grammar`, built on a worker thread (a large schema takes a while) and remembered."""
+    chat = isinstance(request, ChatCompletionRequest)
+    fields = (
+        [request.response_format, request.tools, request.tool_choice, request.parallel_tool_calls] if chat else []
+    )
+    if not any(fields) and request.structured_outputs is None:
+        return None
+    key = msgspec.json.encode([graph.name, graph.tool_parser, graph.limits.max_grammar_states, request.structured_outputs, *fields])
+    if key not in _remembered:
+        try:
+            _remembered[key] = await asyncio.to_thread(output_grammar, request, graph)
+        except InvalidRequest as exc:
+            _remembered[key] = exc
+        while len(_remembered) > _REMEMBERED:
+            _remembered.popitem(last=False)
+    _remembered.move_to_end(key)
+    found = _remembered[key]
+    if isinstance(found, InvalidRequest):
+        raise found
+    return found
 
 
 def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Graph) -> str | None:
-    """The grammar the output must follow, or None."""
+    """The grammar the output must follow, or None. Runs in time linear in the constraint's size."""
     found: list[tuple[str, str]] = []
     if isinstance(request, ChatCompletionRequest):
         response_format = request.response_format
@@ -92,7 +140,7 @@ def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Gr
                 grammar = json_object_grammar() if schema is None else json_schema_grammar(schema)
             except GrammarError as exc:
                 raise _invalid(exc, param) from None
-            found.append(("response_format", grammar))
+            found.append(("response_format", _budgeted(grammar, param, graph)))
         choice = request.tool_choice
         if request.tools and (choice == "required" or isinstance(choice, NamedToolChoice)):
             name = choice.function.name if isinstance(choice, NamedToolChoice) else None
@@ -100,9 +148,9 @@ def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Gr
                 grammar = forced_call_grammar(graph.tool_parser, request.tools, name, request.parallel_tool_calls)
             except GrammarError as exc:
                 raise _invalid(exc, "") from None
-            found.append(("tool_choice", grammar))
+            found.append(("tool_choice", _budgeted(grammar, "tools", graph)))
     if request.structured_outputs is not None:
-        found.append(("structured_outputs", _structured(request.structured_outputs)))
+        found.append(("structured_outputs", _structured(request.structured_outputs, graph)))
     if len(found) > 1:
         raise InvalidRequest(
             f"{found[0][0]} and {found[1][0]} both constrain the output; send one of them.", param=found[1][0]

@@ -26,7 +26,7 @@ from appliance.protocol.openai import (
 )
 from appliance.service.chat_output import chat_completion, chat_completion_chunks, parses_tool_calls
 from appliance.service.completion_output import completion, completion_chunks
-from appliance.service.constraints import check_tools, output_grammar
+from appliance.service.constraints import check_tools, constrained_output
 from appliance.service.images import ImageParts, check_prompt_text
 from appliance.service.sampling import sampling_params
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
@@ -123,7 +123,7 @@ def _template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[
     }
 
 
-def _chat_params(engine: EngineClient, request: ChatCompletionRequest) -> SamplingParams:
+def _chat_params(engine: EngineClient, request: ChatCompletionRequest, grammar: str | None) -> SamplingParams:
     if request.top_logprobs is not None and not request.logprobs:
         raise InvalidRequest("top_logprobs requires logprobs to be true.", param="top_logprobs")
     if request.top_logprobs:
@@ -133,7 +133,6 @@ def _chat_params(engine: EngineClient, request: ChatCompletionRequest) -> Sampli
             param="top_logprobs",
             code="unsupported_parameter",
         )
-    check_tools(request, engine.graph)
     uses_completion_tokens = request.max_completion_tokens is not None
     return sampling_params(
         engine.graph,
@@ -141,7 +140,7 @@ def _chat_params(engine: EngineClient, request: ChatCompletionRequest) -> Sampli
         max_tokens=request.max_completion_tokens if uses_completion_tokens else request.max_tokens,
         max_tokens_param="max_completion_tokens" if uses_completion_tokens else "max_tokens",
         logprobs=request.logprobs,
-        grammar=output_grammar(request, engine.graph),
+        grammar=grammar,
         # Tool-call markers are often special tokens: keep them in the text the parser reads.
         skip_special_tokens=not parses_tool_calls(request, engine.graph)
         if request.skip_special_tokens is None
@@ -160,7 +159,8 @@ async def open_chat(
     images = ImageParts(engine.graph, engine.vision_tokens)
     messages = _chat_messages(request.messages, images)
     options = _template_options(request)
-    params = _chat_params(engine, request)
+    check_tools(request, engine.graph)
+    params = _chat_params(engine, request, await constrained_output(request, engine.graph))
     if not images:
         return await engine.submit(ChatPrompt(messages=messages, **options), params)
     media = media or ImageLoader()
@@ -193,7 +193,7 @@ async def open_completion(
         max_tokens_param="max_tokens",
         logprobs=request.logprobs is not None,
         logprob_values_optional=logprob_values_optional,
-        grammar=output_grammar(request, engine.graph),
+        grammar=await constrained_output(request, engine.graph),
     )
     opened: list[RequestStream] = []
     try:

@@ -94,8 +94,12 @@ class _Parser:
         they end. What follows (e.g. a call cut off by max_tokens) is not a call."""
         raise NotImplementedError
 
-    def forced(self, calls: list[str], parallel: bool) -> str:
-        """The grammar expression of an answer made of calls, each from `calls`."""
+    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
+        """The grammar expression of an answer made of calls, each matching the rule `call`.
+
+        What repeats is a rule of its own: the engine writes out each of the up to 8 copies, and
+        each copied literal costs it a pass over the vocabulary when compiling.
+        """
         raise NotImplementedError
 
 
@@ -128,8 +132,8 @@ class _Hermes(_Parser):
             position = match.end()
         return calls, position
 
-    def forced(self, calls: list[str], parallel: bool) -> str:
-        block = f'"<tool_call>" "\\n"? ({" | ".join(calls)}) "\\n"? "</tool_call>"'
+    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
+        block = rules.add("tool_call_block", f'"<tool_call>" "\\n"? {call} "\\n"? "</tool_call>"')
         return f'{block} ("\\n"? {block}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else block
 
 
@@ -144,9 +148,8 @@ class _Llama3Json(_Parser):
             start += len(self._TAG)
         return _valid_prefix(_json_values(text, start, ";"), "parameters")
 
-    def forced(self, calls: list[str], parallel: bool) -> str:
-        choice = f"({' | '.join(calls)})"
-        return f'{choice} ("; " {choice}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else choice
+    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
+        return f'{call} ("; " {call}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else call
 
 
 class _Mistral(_Parser):
@@ -180,10 +183,9 @@ class _Mistral(_Parser):
                 position += len(self.marker)
         return calls, end
 
-    def forced(self, calls: list[str], parallel: bool) -> str:
-        choice = f"({' | '.join(calls)})"
-        more = f' ("," {SPACE} {choice}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
-        return f'"[TOOL_CALLS]" "[" {choice}{more} "]"'
+    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
+        more = f' ("," {SPACE} {call}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+        return f'"[TOOL_CALLS]" "[" {call}{more} "]"'
 
 
 _PARSERS: dict[str, _Parser] = {parser.name: parser for parser in (_Hermes(), _Llama3Json(), _Mistral())}
@@ -312,7 +314,7 @@ def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, p
             f'"{{" {literal(chr(34) + "name" + chr(34) + ":")} {SPACE} {literal(json.dumps(function.name))} '
             f'"," {SPACE} {literal(json.dumps(arguments_key) + ":")} {SPACE} {arguments} "}}"'
         )
-    return rules.render(parser.forced(calls, parallel))
+    return rules.render(parser.forced(rules.add("tool_call", " | ".join(calls)), parallel, rules))
 
 
 
