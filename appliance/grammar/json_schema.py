@@ -118,7 +118,8 @@ def _natural_range(low: int, high: int, rules: RuleSet) -> str:
         return _same_length_range(str(low), str(high), rules)
     # Lengths whose every numeral is in range are one option; the lengths at either end that are
     # only partly in range get their own.
-    first_full = short if low in (0, 10 ** (short - 1)) else short + 1
+    # (For one digit, only 0 starts a full length: 1..9 is a partial one.)
+    first_full = short if low == 0 or (short > 1 and low == 10 ** (short - 1)) else short + 1
     last_full = long if high == 10**long - 1 else long - 1
     options = []
     if first_full > short:
