@@ -102,8 +102,9 @@ class Limits(_Config):
     max_grammar_states: PositiveInt = 256
     """Largest compile cost of a request's output constraint (schema, regex, grammar, forced tool
     call), in character classes the engine matches against the vocabulary: the engine compiles a
-    new grammar inside its step, so every stream of the model waits for it (about 10 ms per state
-    for a 49k-token vocabulary on 2 cores; each distinct grammar is compiled once)."""
+    new grammar inside its step, so every stream of the model waits for it (2-6 ms per class for a
+    49k-token vocabulary on 2 cores, in proportion to the vocabulary's size; each distinct grammar
+    is compiled once)."""
 
 
 class SchedulerOverrides(_Config):

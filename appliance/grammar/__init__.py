@@ -11,12 +11,15 @@ writes itself. Two engine facts make that necessary:
 - xgrammar's own JSON-schema grammar allows any amount of whitespace between tokens, and a weak
   model can emit whitespace until the token limit. The grammars written here allow at most one
   space after `:` and `,`.
+- xgrammar compiles a new grammar inside the step too, so every stream of the model waits for it:
+  grammars are written compactly (linear in the schema's size) and `cost` checks them against a
+  budget before the engine sees them.
 
 Pure Python: no openvino import.
 """
 
 from appliance.grammar.ebnf import GrammarError, parse_grammar
-from appliance.grammar.json_schema import json_object_grammar, json_schema_grammar, schema_expression
+from appliance.grammar.json_schema import json_object_grammar, json_schema_grammar, refused_part, schema_expression
 from appliance.grammar.regex import regex_grammar
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "json_object_grammar",
     "json_schema_grammar",
     "parse_grammar",
+    "refused_part",
     "regex_grammar",
     "schema_expression",
 ]

@@ -240,6 +240,8 @@ class RuleSet:
         """0..16^power - 1 copies of `unit`."""
         if power == 0:
             return '""'
+        if power == 1:
+            return self._upto(unit, 15)
         lower = self._free(unit, power - 1)
         tail = "" if lower == '""' else f" {lower}"
         return self._memo(

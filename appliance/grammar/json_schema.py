@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from appliance.grammar.ebnf import ANY_CHAR, GrammarError, RuleSet, char_class, literal, repeat, subtract
 from appliance.grammar.regex import regex_expression
 
-__all__ = ["json_object_grammar", "json_schema_grammar", "schema_expression"]
+__all__ = ["json_object_grammar", "json_schema_grammar", "refused_part", "schema_expression"]
 
 SPACE = '" "?'
 MAX_DIGITS = 16
@@ -310,12 +311,17 @@ class _Converter:
                 )
             if pattern is not None and not isinstance(pattern, str):
                 raise GrammarError("`pattern` must be a string.", _join(path, "pattern"))
+            if fmt is not None:  # one rule per format, however many fields use it (compiled once)
+                inner = self.rules.shared(
+                    f"format-{fmt}", lambda: regex_expression(_FORMATS[fmt], self.rules, json_string=True)
+                )
+                return f'"\\"" {inner} "\\""'
             try:
-                inner = regex_expression(_FORMATS[fmt] if fmt is not None else pattern, self.rules, json_string=True)
+                inner = regex_expression(pattern, self.rules, json_string=True)
             except GrammarError as exc:
                 raise GrammarError(exc.message, _join(path, "pattern")) from None
             return f'"\\"" {inner} "\\""'
-        low, high = _count(schema, "minLength", path), _count(schema, "maxLength", path)
+        low, high = _counts(schema, "minLength", "maxLength", path)
         char = _json(self.rules, "char")
         return f'"\\"" {repeat(char, low or 0, high, self.rules)} "\\""'
 
@@ -329,7 +335,7 @@ class _Converter:
         members = dict(properties)
         for name in required:
             members.setdefault(name, True)
-        minimum, maximum = _count(schema, "minProperties", path), _count(schema, "maxProperties", path)
+        minimum, maximum = _counts(schema, "minProperties", "maxProperties", path)
         if not members:
             return self.mapping(schema, path, minimum, maximum)
         if (minimum or 0) > len(set(required)) or (maximum is not None and maximum < len(members)):
@@ -351,7 +357,8 @@ class _Converter:
         return _list("{", "}", entry, minimum or 0, maximum, self.rules)
 
     def array(self, schema: dict, path: str) -> str:
-        minimum, maximum = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
+        low, maximum = _counts(schema, "minItems", "maxItems", path)
+        minimum = low or 0
         prefix = schema.get("prefixItems") or []
         if not isinstance(prefix, list):
             raise GrammarError("`prefixItems` must be an array of schemas.", _join(path, "prefixItems"))
@@ -396,6 +403,13 @@ def _count(schema: dict, key: str, path: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise GrammarError(f"`{key}` must be a non-negative integer.", _join(path, key))
     return value
+
+
+def _counts(schema: dict, low_key: str, high_key: str, path: str) -> tuple[int | None, int | None]:
+    low, high = _count(schema, low_key, path), _count(schema, high_key, path)
+    if low is not None and high is not None and low > high:
+        raise GrammarError(f"No value satisfies `{low_key}` {low} with `{high_key}` {high}.", path)
+    return low, high
 
 
 def _list(open_: str, close: str, item: str, minimum: int, maximum: int | None, rules: RuleSet) -> str:
@@ -451,6 +465,48 @@ def json_schema_grammar(schema: Any) -> str:
     """A whole grammar producing compact JSON documents valid against `schema`."""
     rules = RuleSet()
     return rules.render(schema_expression(schema, rules))
+
+
+_BLAME_PARTS = 256
+"""Subschemas `refused_part` converts at most (it runs only for refused schemas)."""
+
+
+def refused_part(schema: Any, check: Callable[[str], object]) -> str:
+    """The path of the deepest part of `schema` whose own grammar `check` refuses ("" for the whole).
+
+    A grammar is refused as a whole (too complex, ambiguous); this says where in the schema that
+    comes from, so that the error can name it.
+    """
+    found, found_depth = "", -1
+    for count, (path, depth, part) in enumerate(_parts(schema, "", 0)):
+        if count == _BLAME_PARTS:
+            break
+        if depth <= found_depth:
+            continue
+        rules = RuleSet()
+        try:
+            check(rules.render(_Converter(schema, rules).expression(part, path)))
+        except GrammarError:
+            key = next((key for key in ("pattern", "format") if key in part), None)
+            found, found_depth = _join(path, key) if key else path, depth
+    return found
+
+
+def _parts(schema: Any, path: str, depth: int) -> Iterator[tuple[str, int, dict]]:
+    """Every subschema (objects only) with its path and depth, parents first."""
+    if not isinstance(schema, dict) or depth > MAX_DEPTH:
+        return
+    yield path, depth, schema
+    for key in ("$defs", "definitions", "properties"):  # a definition before its references
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                yield from _parts(sub, _join(path, key, name), depth + 1)
+    for key in ("items", "additionalProperties"):
+        yield from _parts(schema.get(key), _join(path, key), depth + 1)
+    for key in ("prefixItems", "anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list):
+            for index, sub in enumerate(schema[key]):
+                yield from _parts(sub, f"{_join(path, key)}[{index}]", depth + 1)
 
 
 def json_object_grammar() -> str:

@@ -24,6 +24,7 @@ from appliance.grammar import (
     json_object_grammar,
     json_schema_grammar,
     parse_grammar,
+    refused_part,
     regex_grammar,
 )
 from appliance.grammar.cost import GrammarBudget, check_grammar
@@ -92,13 +93,24 @@ def _structured(outputs: StructuredOutputs, graph: Graph) -> str:
             grammar = RuleSet().render("(" + " | ".join(literal(option) for option in outputs.choice) + ")")
     except GrammarError as exc:
         raise _invalid(exc, param) from None
-    return _budgeted(grammar, param, graph)
+    return _budgeted(grammar, param, graph, {param: outputs.json} if name == "json" else None)
 
 
-def _budgeted(grammar: str, param: str, graph: Graph) -> str:
+def _budgeted(grammar: str, param: str, graph: Graph, schemas: dict[str, object] | None = None) -> str:
+    """`grammar` if the engine can compile it within the graph's budget, else a 400 naming `param`,
+    or the part of one of `schemas` (by their params) that the refusal comes from."""
+    budget = GrammarBudget(max_states=graph.limits.max_grammar_states)
     try:
-        check_grammar(grammar, GrammarBudget(max_states=graph.limits.max_grammar_states))
+        check_grammar(grammar, budget)
     except GrammarError as exc:
+        for where, schema in (schemas or {}).items():
+            if schema is None:
+                continue
+            try:
+                check_grammar(json_schema_grammar(schema), budget)
+            except GrammarError:
+                path = refused_part(schema, lambda part: check_grammar(part, budget))
+                raise _invalid(GrammarError(exc.message, path), where) from None
         raise _invalid(exc, param) from None
     return grammar
 
@@ -140,7 +152,7 @@ def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Gr
                 grammar = json_object_grammar() if schema is None else json_schema_grammar(schema)
             except GrammarError as exc:
                 raise _invalid(exc, param) from None
-            found.append(("response_format", _budgeted(grammar, param, graph)))
+            found.append(("response_format", _budgeted(grammar, param, graph, {param: schema})))
         choice = request.tool_choice
         if request.tools and (choice == "required" or isinstance(choice, NamedToolChoice)):
             name = choice.function.name if isinstance(choice, NamedToolChoice) else None
@@ -148,7 +160,12 @@ def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Gr
                 grammar = forced_call_grammar(graph.tool_parser, request.tools, name, request.parallel_tool_calls)
             except GrammarError as exc:
                 raise _invalid(exc, "") from None
-            found.append(("tool_choice", _budgeted(grammar, "tools", graph)))
+            schemas = {
+                f"tools[{index}].function.parameters": tool.function.parameters
+                for index, tool in enumerate(request.tools)
+                if name in (None, tool.function.name) and tool.function.parameters is not None
+            }
+            found.append(("tool_choice", _budgeted(grammar, "tools", graph, schemas)))
     if request.structured_outputs is not None:
         found.append(("structured_outputs", _structured(request.structured_outputs, graph)))
     if len(found) > 1:
