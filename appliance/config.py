@@ -3,7 +3,7 @@
 A graph file names the model, where its OpenVINO IR lives, the device, the scheduler settings of its
 continuous-batching pipeline, OpenVINO plugin properties, generation defaults and limits. Unknown
 keys are errors (a typo must not be silently ignored), and every error names the file and the
-field path. See the README's "Graph files" section for the reference.
+field path. See docs/models.md ("Graph files") for the reference.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def render_graph(
     )
     if is_npu(device):
         return head + (
-            "# NPU runs the stateful pipeline: one request at a time (README, \"NPU and the stateful pipeline\").\n"
+            "# NPU runs the stateful pipeline: one request at a time (docs/npu.md).\n"
             "\n[plugin_config]\n"
             f"MAX_PROMPT_LEN = {max_prompt_len}     # longest prompt in tokens; longer ones get a 400\n"
             f"MIN_RESPONSE_LEN = {DEFAULT_MIN_RESPONSE_LEN}   # room for the answer beyond it\n"

@@ -2,7 +2,7 @@
 
 Precedence, highest first: flags > `APPLIANCE_<NAME>` environment variables > the settings file
 (`--config FILE`, or `/etc/appliance/appliance.toml` when it exists) > defaults. Unknown keys in
-the file are errors naming the file and the key. See the README's "Settings" section.
+the file are errors naming the file and the key. See docs/commands.md ("Settings").
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
     type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
     if status == 404:
-        message = f"No route {request.method} {request.url.path}. See the README for the API."
+        message = f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
     elif status == 405:
         message = f"Method {request.method} is not allowed on {request.url.path}."
     elif status == 413:

@@ -100,7 +100,7 @@ def _completion_request(model: str, request: InvocationRequest) -> CompletionReq
     for name in _UNHONOURED:
         if getattr(params, name) is not UNSET:
             raise InvalidRequest(
-                f"parameters.{name} is not supported: OpenVINO GenAI has no equivalent. See the README "
+                f"parameters.{name} is not supported: OpenVINO GenAI has no equivalent. See docs/compatibility.md "
                 "for the LMI parameters this server honours.",
                 param=f"parameters.{name}",
                 code="unsupported_parameter",

@@ -4,7 +4,7 @@
 level of a request (as the openai client's `extra_body` sends them). A graph without a draft model
 or prompt lookup refuses them; a graph with one fills in its `[speculative]` defaults, because the
 engine fails a request that sets neither `num_assistant_tokens` nor the threshold. The envelope
-below keeps every request inside what OpenVINO GenAI 2026.4 was measured to survive (README,
+below keeps every request inside what OpenVINO GenAI 2026.4 was measured to survive (docs/speculative.md,
 "Speculative decoding").
 """
 
@@ -19,7 +19,7 @@ from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 __all__ = ["AssistedDecoding", "MAX_SAMPLED_ASSISTANT_TOKENS", "assisted_decoding"]
 
 MAX_SAMPLED_ASSISTANT_TOKENS = 16
-"""Largest num_assistant_tokens with sampling (temperature > 0); see the README's envelope."""
+"""Largest num_assistant_tokens with sampling (temperature > 0); see docs/speculative.md for the envelope."""
 
 _PARAMS = ("num_assistant_tokens", "assistant_confidence_threshold", "max_ngram_size")
 
