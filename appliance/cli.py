@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ok  {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
             return 0
         if args.command == "export":
-            from appliance.export import ExportError, export_model
+            from appliance.tools.export import ExportError, export_model
 
             try:
                 export_model(
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             import asyncio
             import json
 
-            from appliance.soak import SoakConfig, format_report, run_soak
+            from appliance.tools.soak.traffic import SoakConfig, format_report, run_soak
 
             config = SoakConfig(
                 url=args.url.rstrip("/"),
@@ -291,15 +291,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {name:<28} {value}")
             return 0
         if args.command == "demo":
-            from appliance.demo import build_demo
+            from appliance.tools.demo import build_demo
 
             names = [name.strip() for name in args.models.split(",") if name.strip()]
             for path in build_demo(args.dir, names, force=args.force):
                 print(f"graph: {path}")
             return 0
         if args.command == "bench":
-            from appliance.bench import BenchOptions, run_bench
-            from appliance.bench.plot import write_plot
+            from appliance.tools.bench import BenchOptions, run_bench
+            from appliance.tools.bench.plot import write_plot
 
             try:
                 levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())

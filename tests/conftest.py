@@ -26,7 +26,7 @@ DEMO_CACHE = Path(os.environ.get("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test
 @pytest.fixture(scope="session")
 def demo_root() -> Path:
     """A directory with models/demo-{chat,vision,spec} and graphs/demo-{chat,vision,spec,lookup}.toml."""
-    from appliance.demo import build_demo
+    from appliance.tools.demo import build_demo
 
     build_demo(
         DEMO_CACHE, ["demo-chat", "demo-vision", "demo-spec", "demo-lookup"], log=lambda line: print(line, file=sys.stderr)

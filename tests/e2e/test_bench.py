@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from appliance.bench.workload import Prompt
+from appliance.tools.bench.workload import Prompt
 
 STATEFUL_GRAPH = """
 name = "bench-stateful"
@@ -28,7 +28,7 @@ def _graph(demo_root: Path, tmp_path: Path) -> Path:
 
 
 def test_raw_stateful_baseline_queues_requests(demo_root: Path, tmp_path: Path) -> None:
-    from appliance.bench.raw import RawStatefulPipeline, Tokenizer
+    from appliance.tools.bench.raw import RawStatefulPipeline, Tokenizer
     from appliance.config import load_graph
 
     graph = load_graph(_graph(demo_root, tmp_path))

@@ -9,14 +9,14 @@ from pathlib import Path
 import openai
 import pytest
 
-from appliance.demo.recipes import CHAT_TOKENIZER, RECIPES
+from appliance.tools.demo.recipes import CHAT_TOKENIZER, RECIPES
 from tests.conftest import start_server, stop_server
 
 
 @pytest.fixture(scope="module")
 def hf_model(tmp_path_factory) -> Path:
     """A tiny random chat model saved the way the Hugging Face Hub serves one."""
-    from appliance.demo.export import make_causal_lm, train_tokenizer
+    from appliance.tools.demo.export import make_causal_lm, train_tokenizer
 
     folder = tmp_path_factory.mktemp("hf") / "tiny-chat"
     tokenizer = train_tokenizer(CHAT_TOKENIZER)

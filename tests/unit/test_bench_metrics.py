@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from appliance.bench.metrics import RequestResult, distribution, percentile, summarize
-from appliance.bench.report import Level, Report, ratio
-from appliance.bench.workload import build_prompts, prompt_words
+from appliance.tools.bench.metrics import RequestResult, distribution, percentile, summarize
+from appliance.tools.bench.report import Level, Report, ratio
+from appliance.tools.bench.workload import build_prompts, prompt_words
 
 
 def test_percentile_interpolates_like_numpy() -> None:
@@ -137,7 +137,7 @@ def test_report_table_and_json(tmp_path: Path) -> None:
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
-    from appliance.bench.plot import write_plot
+    from appliance.tools.bench.plot import write_plot
 
     def level(concurrency: int, seconds: float) -> Level:
         result = RequestResult(ok=True, prompt_tokens=8, output_tokens=2, chunk_times=[0.1, 0.2], latency=0.2)
@@ -153,7 +153,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 
 
 def test_served_graph_copy_points_at_the_same_model(tmp_path: Path) -> None:
-    from appliance.bench.launcher import _absolute_paths
+    from appliance.tools.bench.local_server import _absolute_paths
 
     (tmp_path / "graphs").mkdir()
     graph = tmp_path / "graphs" / "m.toml"

@@ -1,4 +1,4 @@
-"""Tests of `appliance.demo`: builds demo-chat once (~10 s) and checks layout, graph and caching.
+"""Tests of `appliance.tools.demo`: builds demo-chat once (~10 s) and checks layout, graph and caching.
 
 demo-vision is checked in the shared, cached demo root; demo-bench (~80 s to build) is
 deliberately not built here.
@@ -14,12 +14,12 @@ from xml.etree import ElementTree
 import pytest
 
 from appliance.config import load_graph
-from appliance.demo import DEFAULT_DEMOS, build_demo
-from appliance.demo import builder as demo_builder
-from appliance.demo.export import VLM_FILES
-from appliance.demo.graph import render_graph
-from appliance.demo.recipes import RECIPES, DemoRecipe, GraphSpec, ModelRef
-from appliance.demo.store import STAMP_NAME, is_current, read_stamp
+from appliance.tools.demo import DEFAULT_DEMOS, build_demo
+from appliance.tools.demo import builder as demo_builder
+from appliance.tools.demo.export import VLM_FILES
+from appliance.tools.demo.graph import render_graph
+from appliance.tools.demo.recipes import RECIPES, DemoRecipe, GraphSpec, ModelRef
+from appliance.tools.demo.store import STAMP_NAME, is_current, read_stamp
 
 MODEL_FILES = (
     "openvino_model.xml",

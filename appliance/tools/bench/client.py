@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import httpx
 import msgspec
 
-from appliance.bench.http import HTTPConnection, HTTPError
-from appliance.bench.metrics import RequestResult
-from appliance.bench.workload import Prompt
+from appliance.tools.bench.http import HTTPConnection, HTTPError
+from appliance.tools.bench.metrics import RequestResult
+from appliance.tools.bench.workload import Prompt
 
 __all__ = ["loop_lag", "run_level"]
 

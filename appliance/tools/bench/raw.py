@@ -24,8 +24,8 @@ import numpy as np
 import openvino
 import openvino_genai
 
-from appliance.bench.metrics import RequestResult
-from appliance.bench.workload import Prompt
+from appliance.tools.bench.metrics import RequestResult
+from appliance.tools.bench.workload import Prompt
 from appliance.config import Graph
 from appliance.engine.pipelines import load_pipeline, load_stateful_pipeline
 

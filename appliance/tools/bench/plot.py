@@ -12,8 +12,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-from appliance.bench.metrics import LevelMetrics
-from appliance.bench.report import Report
+from appliance.tools.bench.metrics import LevelMetrics
+from appliance.tools.bench.report import Report
 
 __all__ = ["write_plot"]
 

@@ -8,9 +8,9 @@ event-loop lag.
 
 Modules: `workload` (prompts of an exact token count), `client` (the SSE driver, over the small
 HTTP client in `http`), `raw` (the pipeline baseline), `metrics` (TTFT/TPOT/ITL math), `report`
-(table, JSON), `plot` (PNG), `launcher` (a private `appliance serve`), `runner` (the order of it all).
+(table, JSON), `plot` (PNG), `local_server` (a private `appliance serve`), `runner` (the order of it all).
 """
 
-from appliance.bench.runner import BenchOptions, run_bench
+from appliance.tools.bench.runner import BenchOptions, run_bench
 
 __all__ = ["BenchOptions", "run_bench"]

@@ -1,6 +1,6 @@
 """Speculative decoding speed-up on a main/draft pair whose agreement is controlled by construction.
 
-    python -m appliance.bench.speculative [--root DIR] [--damping 0.02] [--draft-layers 2]
+    python -m appliance.tools.bench.speculative [--root DIR] [--damping 0.02] [--draft-layers 2]
 
 The main model is demo-bench's (Qwen2.5-0.5B's shape, ~365 M parameters, random weights) with one
 change: the residual contributions of its layers past the first `--draft-layers` (attention
@@ -37,8 +37,8 @@ PROMPT_SOURCE = Path("/usr/share/common-licenses")
 
 def build_pair(root: Path, *, draft_layers: int, damping: float, log=print) -> tuple[Path, Path]:
     """Build (or reuse) `root/main` and `root/draft`; returns their directories."""
-    from appliance.demo.export import export_causal_lm, make_causal_lm, train_tokenizer
-    from appliance.demo.recipes import get_recipe
+    from appliance.tools.demo.export import export_causal_lm, make_causal_lm, train_tokenizer
+    from appliance.tools.demo.recipes import get_recipe
 
     recipe = get_recipe("demo-bench")
     stamp = {"recipe": str(recipe.fingerprint()), "draft_layers": draft_layers, "damping": damping}

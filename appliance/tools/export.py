@@ -131,7 +131,7 @@ def _infer_local_task(folder: Path) -> str | None:
 
 def check_model(model_dir: Path, device: str = "CPU") -> str:
     """The folder has the model IR, both tokenizer IRs and a chat template, and it generates."""
-    from appliance.engine.probe import is_vlm_folder, probe_model
+    from appliance.tools.probe import is_vlm_folder, probe_model
 
     main_ir = "openvino_language_model.xml" if is_vlm_folder(model_dir) else "openvino_model.xml"
     missing = [f for f in (main_ir, *_REQUIRED) if not (model_dir / f).is_file()]

@@ -20,11 +20,11 @@ from importlib import metadata
 from pathlib import Path
 
 from appliance import __version__
-from appliance.bench.client import loop_lag, run_level
-from appliance.bench.launcher import LocalServer
-from appliance.bench.metrics import LevelMetrics, summarize
-from appliance.bench.report import Level, Report
-from appliance.bench.workload import Prompt, Workload, build_prompts, default_requests, prompt_words
+from appliance.tools.bench.client import loop_lag, run_level
+from appliance.tools.bench.local_server import LocalServer
+from appliance.tools.bench.metrics import LevelMetrics, summarize
+from appliance.tools.bench.report import Level, Report
+from appliance.tools.bench.workload import Prompt, Workload, build_prompts, default_requests, prompt_words
 from appliance.config import Graph, load_graph
 
 __all__ = ["BenchOptions", "run_bench"]
@@ -64,7 +64,7 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
             f"--output-tokens {options.output_tokens} is above the graph's max_tokens_limit "
             f"({graph.limits.max_tokens_limit})"
         )
-    from appliance.bench.raw import Tokenizer  # openvino_genai: imported only when running
+    from appliance.tools.bench.raw import Tokenizer  # openvino_genai: imported only when running
 
     workload = Workload(
         concurrency=options.concurrency,
@@ -151,7 +151,7 @@ def _served(
 def _raw(
     graph: Graph, workload: Workload, prompts: list[Prompt], warmup: list[Prompt], say: Callable[[str], None]
 ) -> list[LevelMetrics]:
-    from appliance.bench.raw import raw_pipeline
+    from appliance.tools.bench.raw import raw_pipeline
 
     say(f"raw: loading {graph.model_dir} on {graph.device} ({graph.pipeline_kind}) ...")
     pipeline = raw_pipeline(graph)

@@ -1,9 +1,9 @@
 """What each demo model is: tokenizer, network shape, export format and serving graph.
 
-This module only describes models; building them lives in `appliance.demo.export` (heavy imports)
-and `appliance.demo.builder` (caching and file layout). Adding a demo model means adding one
-`DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them
-makes the next `build_demo` rebuild that model.
+This module only describes models; building them lives in `export` (heavy imports) and `builder`
+(caching and file layout) beside it. Adding a demo model means adding one `DemoRecipe` to
+`RECIPES`; a recipe's parameters form its fingerprint, so changing any of them makes the next
+`build_demo` rebuild that model.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from appliance.bench.metrics import Distribution, LevelMetrics
+from appliance.tools.bench.metrics import Distribution, LevelMetrics
 
 __all__ = ["Level", "Report", "ratio"]
 
