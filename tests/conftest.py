@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from appliance.tools.launch import ServerProcess
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -34,26 +32,14 @@ def demo_root() -> Path:
     return DEMO_CACHE
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class RunningServer:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
+class RunningServer(ServerProcess):
+    """`appliance serve` started by `start_server`, with what the tests ask of it."""
 
     def health(self) -> dict:
         return httpx.get(f"{self.url}/health", timeout=5).json()
 
     def model_status(self, name: str = "demo-chat") -> dict:
         return self.health()["models"][name]
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
     def wait_idle(self, name: str = "demo-chat", timeout: float = 5.0) -> dict:
         """The model's status once nothing is in flight or running (or when `timeout` ran out)."""
@@ -86,43 +72,19 @@ def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:
 def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:
-    port = free_port()
-    log_file = log_path.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "appliance", "serve", "--graphs", str(graphs), "--port", str(port), *extra],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-    )
-    server = RunningServer(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment."""
+    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **(env or {})})
     if wait:
         wait_ready(server)
     return server
 
 
 def wait_ready(server: RunningServer, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.log()}")
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"server not ready after {timeout} s:\n{server.log()}")
+    server.wait_ready(timeout)
 
 
 def stop_server(server: RunningServer) -> int:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            server.process.wait(30)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(5)
-    return server.process.returncode
+    return server.stop()
 
 
 @pytest.fixture(scope="session")
