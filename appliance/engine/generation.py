@@ -22,9 +22,10 @@ def generation_config(params: SamplingParams, max_new_tokens: int, *, eos_token_
     config.ignore_eos = params.ignore_eos
     if params.stop:
         config.stop_strings = set(params.stop)
-        # The engine then holds back text that may start a stop string and keeps the whole match;
-        # the worker cuts the output at the exact character where the stop string begins (the
-        # engine's own exclusion works on whole tokens and can leave part of it behind).
+        # The engine then holds back text that may start a stop string and keeps the whole match
+        # (to the end of the token holding its last character); `RequestOutputs` cuts the text
+        # right before or right after the stop string (the engine's own exclusion works on whole
+        # tokens and can leave part of it behind).
         config.include_stop_str_in_output = True
     if params.stop_token_ids:
         config.stop_token_ids = set(params.stop_token_ids)

@@ -6,6 +6,12 @@ Engine facts this relies on (openvino_genai 2026.4, measured on the demo model):
   (num_return_sequences > 1) or beam search everything arrives once, when the request finishes.
 - Beam search returns every beam (not just num_return_sequences): the best `n` by score are kept.
 - The end-of-sequence token and a matched `stop_token_ids` token are part of `generated_ids`.
+
+Stop strings: the text ends right after the first stop string to complete (kept with
+`include_stop_str_in_output`) or right before it, never at the end of the token holding it. Where
+the pipeline matches them (several sequences on LM_CB, see `worker.py`) it only ends generation;
+elsewhere (`match_stop_strings`) they are matched here, and tokens generated past the match (a
+step of speculative decoding makes several) are not counted.
 """
 
 from __future__ import annotations
@@ -85,6 +91,8 @@ class _Sequence:
     sent: list[str] = field(default_factory=list)
     sent_chars: int = 0
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    """Every id of the text, kept when the request has stop strings (to count tokens up to one)."""
     generated: int = 0
     reported: int = 0
     finish_reason: str | None = None
@@ -175,13 +183,17 @@ class RequestOutputs:
         return events
 
     def stop_string_matched(self) -> bool:
-        """With `match_stop_strings` (the pipeline does not match them itself): whether the text
-        generated so far holds a stop string. Text that could begin one is never sent in a delta,
-        so a match always lies in the text not sent yet, where `finish` cuts it."""
-        if not self._match_stop_strings:
+        """With `match_stop_strings` (the pipeline does not match them itself): whether every
+        sequence has ended or holds a stop string, so the request can end now. Text that could
+        begin one is never sent in a delta, so a match always lies in the text not sent yet, where
+        `finish` cuts it."""
+        if not self._match_stop_strings or len(self._by_id) < self._params.n:
             return False
         self._detokenizer.flush()
-        return any(stop in "".join(sequence.chunks) for sequence in self._by_id.values() for stop in self._params.stop)
+        return all(
+            sequence.finish_reason or _first_stop_string("".join(sequence.chunks), self._params.stop)
+            for sequence in self._by_id.values()
+        )
 
     def finish(self, request_id: int, prompt_tokens: int, *, failure: str | None, error: str = "") -> list[Finished]:
         """One `Finished` per returned sequence; `failure` ("cancelled"/"error") overrides reasons."""
@@ -206,8 +218,8 @@ class RequestOutputs:
                 )
                 continue
             reason = failure or sequence.finish_reason or "stop"
-            if reason == "stop" and self._params.stop and not self._params.include_stop_str_in_output:
-                self._cut_at_stop_string(sequence)
+            if failure is None and self._params.stop and self._end_at_stop_string(sequence):
+                reason = "stop"
             logprobs = self._take_logprobs(sequence)
             events.append(
                 Finished(
@@ -246,6 +258,8 @@ class RequestOutputs:
 
     def _write(self, sequence: _Sequence, ids: list[int], *, final: bool) -> None:
         sequence.window += ids
+        if self._params.stop:
+            sequence.ids += ids
         self._detokenizer.mark(sequence, skip_special_tokens=self._params.skip_special_tokens, final=final)
 
     def _stop_prefix_chars(self, sequence: _Sequence) -> int:
@@ -266,17 +280,60 @@ class RequestOutputs:
         sequence.logprobs.clear()
         return taken
 
-    def _cut_at_stop_string(self, sequence: _Sequence) -> None:
-        # The engine kept the whole stop string (include_stop_str_in_output) and held back text
-        # that might start one, so the match lies in the text not sent yet: cut it there.
+    def _end_at_stop_string(self, sequence: _Sequence) -> bool:
+        """Cut the text right after the first stop string (`include_stop_str_in_output`) or right
+        before it; whether the text holds one."""
         pending = "".join(sequence.chunks)
-        text = "".join(sequence.sent) + pending
-        found = [position for stop in self._params.stop if (position := text.find(stop)) >= 0]
-        if not found or min(found) < sequence.sent_chars:
-            return
-        cut = min(found) - sequence.sent_chars
-        removed = len(pending) - cut
-        sequence.chunks[:] = [pending[:cut]]
-        # Drop the logprobs of the tokens that lie wholly inside the removed text.
+        match = _first_stop_string("".join(sequence.sent) + pending, self._params.stop)
+        if match is None:
+            return False
+        start, end = match
+        # Text that could begin a stop string was held back (or the pipeline held it), so the cut
+        # lies in the text not sent yet.
+        cut = max((end if self._params.include_stop_str_in_output else start) - sequence.sent_chars, 0)
+        sequence.chunks[:] = [pending[:cut]] if cut else []
+        kept_tokens, kept_chars = self._tokens_through(sequence, end)
+        # Tokens after the one completing the stop string (a step of speculative decoding or prompt
+        # lookup makes several; a sequence returned whole ran on) are dropped, as the pipeline
+        # drops them where it matches stop strings itself. Tokens already reported stay counted.
+        surplus = min(sequence.generated - kept_tokens, sequence.generated - sequence.reported)
+        if surplus > 0:
+            sequence.generated -= surplus
+            del sequence.logprobs[max(len(sequence.logprobs) - (len(sequence.ids) - kept_tokens), 0) :]
+        # Drop the logprobs of the kept tokens that lie wholly inside the removed text.
+        removed = kept_chars - (end if self._params.include_stop_str_in_output else start)
         while sequence.logprobs and removed >= len(sequence.logprobs[-1].token) > 0:
             removed -= len(sequence.logprobs.pop().token)
+        return True
+
+    def _tokens_through(self, sequence: _Sequence, end: int) -> tuple[int, int]:
+        """(tokens, characters) of the shortest prefix of the text's ids whose text holds a stop
+        string ending at or before character `end`: only the tokens not reported yet are tried."""
+        ids = sequence.ids
+        low = max(len(ids) - (sequence.generated - sequence.reported), 0)
+        high = len(ids)
+        best = high, len(self._decode(ids))
+        # Decoding is prefix-stable (see Detokenizer): whether a prefix holds a stop string is
+        # monotonic in its length, so bisect (a sequence returned whole may hold many tokens).
+        while low < high:
+            middle = (low + high) // 2
+            text = self._decode(ids[:middle])
+            match = _first_stop_string(text, self._params.stop)
+            if match is not None and match[1] <= end:
+                high, best = middle, (middle, len(text))
+            else:
+                low = middle + 1
+        return best
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=self._params.skip_special_tokens) if ids else ""
+
+
+def _first_stop_string(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:
+    """(start, end) of the stop string that completes first in `text` (the longest of those
+    ending there), None if none occurs."""
+    found = [(position + len(stop), position) for stop in stops if (position := text.find(stop)) >= 0]
+    if not found:
+        return None
+    end, start = min(found)
+    return start, end

@@ -7,6 +7,19 @@ events go back in `Batch` frames.
 
 Continuous-batching graphs (LM_CB, VLM_CB) run here, as an add_request/step loop with one `Batch`
 per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`.
+
+Stop strings are matched here, in the decoded text (`RequestOutputs`, as the stateful engine does),
+and a request is stopped after the step that completed one. Measured on openvino_genai 2026.4 with
+the demo models:
+- on VLM_CB and with speculative decoding or prompt lookup, a stop string the pipeline matched made
+  a later `step()` fail ("Cannot remove more embeds than has been generated in embeddings",
+  "Cannot remove more tokens than has been generated"; with `stop: [" "]` 33-60% of sampled
+  requests sent one at a time), failing every request in flight;
+- on LM_CB the pipeline drops the token holding a lone-space stop string (" derived" for `" "`)
+  even with include_stop_str_in_output (the only one of ~1,000 stop strings tried).
+Only requests with several sequences on an LM_CB graph (n > 1, beam search) leave stop strings to
+the pipeline: their sequences arrive when all have ended, so only the pipeline can end each one
+at its stop string.
 """
 
 from __future__ import annotations
@@ -108,6 +121,8 @@ class _Engine:
         self.max_context = self.requests.max_context
         self.detokenizer = Detokenizer(self.tokenizer)
         self.vision = self.requests.vision
+        self.stop_strings_break_pipeline = graph.pipeline_kind == "VLM_CB" or graph.assisted is not None
+        """Stop strings never reach this pipeline (see the module docstring)."""
         self.active: dict[int, _Active] = {}
         self.steps = 0
         self.draft_tokens = 0
@@ -130,11 +145,15 @@ class _Engine:
             except queue.Empty:
                 pass
             if self.active and self._step(events):
-                self._collect(events)
+                dropped_running = self._collect(events)
                 if not self.active:
                     # The scheduler frees finished and cancelled requests' KV blocks (and updates
-                    # its metrics) at the start of a step: run one now, it costs nothing idle.
+                    # its metrics) at the start of a step: run one now, it costs nothing idle. A
+                    # request dropped while running is removed by that step and counted until the
+                    # next (measured): run a second.
                     self.pipe.step()
+                    if dropped_running:
+                        self.pipe.step()
             if events:
                 conn.send_bytes(encoder.encode(Batch(events=events)))
             now = time.monotonic()
@@ -154,10 +173,11 @@ class _Engine:
             events.append(self.requests.tokenize(command))
 
     def _submit(self, submit: Submit) -> EngineEvent:
-        prepared = self.requests.prepare(submit)
+        params = submit.params
+        match_stop_strings = self.stop_strings_break_pipeline or (params.n == 1 and params.best_of == 1)
+        prepared = self.requests.prepare(submit, streamed_stop_strings=match_stop_strings)
         if isinstance(prepared, Rejected):
             return prepared
-        params = submit.params
         if prepared.vision is not None:
             try:
                 handle = self.vision.add_request(self.pipe, submit.request_id, prepared.vision, prepared.config)
@@ -171,7 +191,13 @@ class _Engine:
         else:
             handle = self.pipe.add_request(submit.request_id, prepared.input_ids, prepared.config)
         outputs = RequestOutputs(
-            self._genai, self.tokenizer, params, self.requests.token_texts, self.requests.eos_token_id, self.detokenizer
+            self._genai,
+            self.tokenizer,
+            params,
+            self.requests.token_texts,
+            self.requests.eos_token_id,
+            self.detokenizer,
+            match_stop_strings=match_stop_strings,
         )
         self.active[submit.request_id] = _Active(
             handle=handle,
@@ -182,9 +208,12 @@ class _Engine:
         )
         return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
 
-    def _collect(self, events: list[EngineEvent]) -> None:
+    def _collect(self, events: list[EngineEvent]) -> bool:
+        """Read every request's new tokens into events; whether one was dropped while running
+        (ended at a stop string)."""
         genai = self._genai
         finished_ids = []
+        dropped_running = False
         # Read every handle first, then decode all new tokens of this step in one batch.
         states = []
         for request_id, active in self.active.items():
@@ -198,7 +227,13 @@ class _Engine:
             states.append((request_id, active, handle, done, handle.get_status()))
         self.detokenizer.flush()
         for request_id, active, handle, done, status in states:
-            if status == genai.GenerationStatus.RUNNING and not done:
+            running = status == genai.GenerationStatus.RUNNING and not done
+            stopped_by_string = running and not active.cancelled and active.outputs.stop_string_matched()
+            if stopped_by_string:
+                # Ends now (`status` was read before it): dropping the handle below frees its KV blocks.
+                handle.stop()
+                dropped_running = True
+            elif running:
                 events.extend(active.outputs.deltas(request_id))
                 continue
             # A cancelled request reads back as IGNORED in this release: trust our own flag first.
@@ -221,6 +256,7 @@ class _Engine:
         for request_id in finished_ids:
             # Dropping the handle releases the request's KV blocks.
             del self.active[request_id]
+        return dropped_running
 
     def _step(self, events: list[EngineEvent]) -> bool:
         self.steps += 1

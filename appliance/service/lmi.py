@@ -215,7 +215,7 @@ def _finish(event: Finished, text: str, params: GenerationParameters) -> tuple[s
     reason = finish_reason(event)
     if reason == "length":
         return "length", text
-    # The engine stops at the first stop string, but only at a token's end: cut inside the token.
+    # The engine ends the text right after the first stop string (kept on purpose, see above).
     found = [(text.find(stop), stop) for stop in params.stop_sequences or () if stop in text]
     if found:
         position, stop = min(found)

@@ -1,4 +1,5 @@
-"""Incremental detokenization in the engine: every token's text leaves at once, UTF-8 intact."""
+"""Incremental detokenization in the engine: every token's text leaves at once, UTF-8 intact; stop
+strings end the text at the right character and token."""
 
 from __future__ import annotations
 
@@ -58,6 +59,56 @@ def test_matched_stop_strings_never_leak_into_deltas(demo_root) -> None:
     assert finished.finish_reason == "stop"
 
 
+def test_kept_stop_string_ends_the_text_inside_its_token(demo_root) -> None:
+    """The pipeline ends generation on the token holding the stop string (" datetime" for "atet"),
+    with the whole token: the text ends right after the stop string, or right before it."""
+    tokenizer = openvino_genai.Tokenizer(str(demo_root / "models" / "demo-chat"))
+    ids = [int(i) for i in tokenizer.encode("import datetime", add_special_tokens=False).input_ids.data[0]]
+    assert len(ids) == 2
+    for include, expected in ((True, "import datet"), (False, "import d")):
+        params = SamplingParams(max_new_tokens=8, stop=("atet",), include_stop_str_in_output=include)
+        outputs = RequestOutputs(openvino_genai, tokenizer, params, TokenTexts(tokenizer), eos_token_id=-1)
+        sent = ""
+        outputs.read({0: _Output(ids[:1], openvino_genai.GenerationFinishReason.NONE)})
+        sent += "".join(delta.text for delta in outputs.deltas(1))
+        outputs.read({0: _Output(ids[1:], openvino_genai.GenerationFinishReason.STOP)})
+        (finished,) = outputs.finish(1, 0, failure=None)
+        assert (sent + finished.text, finished.finish_reason, finished.completion_tokens) == (expected, "stop", 2)
+
+
+def test_tokens_after_a_matched_stop_string_are_not_counted(demo_root) -> None:
+    """A step of speculative decoding or prompt lookup yields several tokens: those after the one
+    completing the stop string are dropped, with their logprobs."""
+    tokenizer = openvino_genai.Tokenizer(str(demo_root / "models" / "demo-chat"))
+    text = "import datetime as dt, then the license says STOP here and more after"
+    ids = [int(i) for i in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+    through_stop = [tokenizer.decode([token]) for token in ids].index(" license") + 1
+    cases = [
+        ("lic", True, "import datetime as dt, then the lic", through_stop),
+        ("lic", False, "import datetime as dt, then the ", through_stop),
+        # A token wholly inside the cut stop string loses its logprob with it.
+        (" license", False, "import datetime as dt, then the", through_stop - 1),
+    ]
+    for stop, include, expected, logprobs in cases:
+        params = SamplingParams(
+            max_new_tokens=32, stop=(stop, "zzz"), include_stop_str_in_output=include, logprobs=True
+        )
+        outputs = RequestOutputs(
+            openvino_genai, tokenizer, params, TokenTexts(tokenizer), eos_token_id=-1, match_stop_strings=True
+        )
+        running = openvino_genai.GenerationFinishReason.NONE
+        outputs.read({0: _Output(ids[:3], running, logprob=-1.0)})
+        (delta,) = outputs.deltas(1)
+        assert not outputs.stop_string_matched()
+        outputs.read({0: _Output(ids[3:], running, logprob=-2.0)})  # one step: 13 tokens
+        assert outputs.stop_string_matched()
+        (finished,) = outputs.finish(1, 0, failure=None)
+        assert (delta.text + finished.text, finished.finish_reason) == (expected, "stop")
+        assert finished.completion_tokens == through_stop
+        assert len(delta.logprobs) + len(finished.logprobs) == logprobs
+
+
 class _Output:
-    def __init__(self, ids: list[int], finish_reason) -> None:
-        self.generated_ids, self.generated_log_probs, self.finish_reason = ids, [], finish_reason
+    def __init__(self, ids: list[int], finish_reason, logprob: float | None = None) -> None:
+        self.generated_ids, self.finish_reason = ids, finish_reason
+        self.generated_log_probs = [] if logprob is None else [logprob] * len(ids)
