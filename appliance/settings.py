@@ -17,55 +17,111 @@ import msgspec
 
 from appliance.errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG", "Settings", "load_settings"]
+__all__ = ["DEFAULT_CONFIG", "Settings", "comma_list", "load_settings"]
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
 ENV_PREFIX = "APPLIANCE_"
 
 
-class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Everything `appliance serve` can be told (field names = TOML keys = flag names with `_`)."""
+def _about(description: str, metavar: str | None = None, **constraints: Any) -> msgspec.Meta:
+    """A field's description (the `serve --help` text) and the placeholder its flag shows."""
+    return msgspec.Meta(description=description, extra={"metavar": metavar} if metavar else None, **constraints)
 
-    graphs: str = "graphs"
-    """Directory of graph files."""
-    host: str = "127.0.0.1"
-    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
-    max_body_size: Annotated[int, msgspec.Meta(ge=1024)] = 32 * 1024 * 1024
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    drain_seconds: Annotated[float, msgspec.Meta(ge=0)] = 30.0
-    """On SIGTERM, how long in-flight requests may take to finish."""
-    api_key_file: str = ""
-    """File with API keys, one per line (# comments). Empty: $CREDENTIALS_DIRECTORY/api-keys when
-    systemd provides it, else no authentication."""
-    model_cache_dir: str = ""
-    """OpenVINO's compiled-model cache (CACHE_DIR) for every graph that sets none: later starts skip
-    the compile, which takes minutes for large models on GPU/NPU. Empty: no cache."""
-    metrics_open: bool = False
-    """Serve /metrics without an API key (for a Prometheus scraper on a trusted network)."""
-    allowed_hosts: tuple[str, ...] = ()
-    """Host header values accepted (`name` or `name:port`, `*.example.com`); others get 400, which
-    stops DNS-rebinding attacks from browsers. Empty: any Host."""
-    cors_allowed_origins: tuple[str, ...] = ()
-    """Browser origins (e.g. `https://app.example.com`) allowed to call the API cross-origin. Empty:
-    no CORS headers, so browsers block cross-origin calls."""
-    allowed_media_domains: tuple[str, ...] = ()
-    """Hosts chat images may be downloaded from: `example.com`, `*.example.com` (subdomains), an IP
-    address, or `*` (any host). Empty: image URLs are refused (base64 data URLs always work)."""
-    allowed_media_networks: tuple[str, ...] = ()
-    """Non-public networks image downloads may still connect to, e.g. `10.0.0.0/8` for an intranet
-    server (private, loopback, link-local, CGNAT, multicast and reserved addresses are refused)."""
-    allowed_local_media_path: str = ""
-    """Directory chat images may be read from as local paths or file:// URLs. Empty: refused."""
-    max_image_bytes: Annotated[int, msgspec.Meta(ge=1)] = 20 * 1024 * 1024
-    """Largest encoded image: a download, a file or a data URL's decoded payload."""
-    media_fetch_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    """Seconds one image download may take, DNS to last byte, redirects included."""
-    invocations_model: str = ""
-    """The model `POST /invocations` (LMI/SageMaker) generates with. Empty: the only model served."""
-    lmi_output_formatter: Literal["jsonlines", "sse"] = "jsonlines"
-    """How `/invocations` streams: JSON Lines (LMI's default) or server-sent events."""
-    tgi_compat: bool = False
-    """TGI-compatible `/invocations`: answers are JSON arrays and streams are server-sent events."""
+
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Everything `appliance serve` can be told (field names = TOML keys = flag names with `_`).
+
+    The flags are generated from these fields (appliance/commands/serve.py): a description is the
+    flag's help, its default is appended, and a description says what an empty default means.
+    """
+
+    graphs: Annotated[str, _about("directory of graph files, one *.toml per model", "DIR")] = "graphs"
+    host: Annotated[str, _about("address to listen on, 0.0.0.0 for every interface")] = "127.0.0.1"
+    port: Annotated[int, _about("port to listen on", ge=0, le=65535)] = 8000
+    max_body_size: Annotated[int, _about("largest request body accepted; larger ones get 413", "BYTES", ge=1024)] = (
+        32 * 1024 * 1024
+    )
+    log_level: Annotated[Literal["debug", "info", "warning", "error"], _about("how much the server logs")] = "info"
+    drain_seconds: Annotated[
+        float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)
+    ] = 30.0
+    api_key_file: Annotated[
+        str,
+        _about(
+            "require 'Authorization: Bearer <key>' with a key from FILE (one per line, # comments); "
+            "default: $CREDENTIALS_DIRECTORY/api-keys when systemd provides it, else no keys",
+            "FILE",
+        ),
+    ] = ""
+    model_cache_dir: Annotated[
+        str,
+        _about(
+            "OpenVINO compiled-model cache (CACHE_DIR) for graphs that set none: later starts skip the "
+            "compile, which takes minutes for large models on GPU/NPU; default: none",
+            "DIR",
+        ),
+    ] = ""
+    metrics_open: Annotated[
+        bool, _about("serve /metrics without an API key (for a Prometheus scraper on a trusted network)")
+    ] = False
+    allowed_hosts: Annotated[
+        tuple[str, ...],
+        _about(
+            "Host header values accepted (name, name:port, *.domain); others get 400, which stops "
+            "DNS-rebinding attacks from browsers; default: any Host",
+            "H,H",
+        ),
+    ] = ()
+    cors_allowed_origins: Annotated[
+        tuple[str, ...],
+        _about(
+            "browser origins allowed to call the API cross-origin (e.g. https://app.example.com); "
+            "default: none, no CORS headers, so browsers block cross-origin calls",
+            "ORIGIN,ORIGIN",
+        ),
+    ] = ()
+    allowed_media_domains: Annotated[
+        tuple[str, ...],
+        _about(
+            "hosts chat images may be downloaded from: example.com, *.example.com (subdomains), an IP "
+            "address, or * (any host); default: none, image URLs refused (base64 data URLs always work)",
+            "HOSTS",
+        ),
+    ] = ()
+    allowed_media_networks: Annotated[
+        tuple[str, ...],
+        _about(
+            "non-public networks image downloads may still connect to, e.g. 10.0.0.0/8 or 127.0.0.1/32 "
+            "(private, loopback, link-local, CGNAT, multicast and reserved addresses are refused "
+            "otherwise); default: none",
+            "CIDRS",
+        ),
+    ] = ()
+    allowed_local_media_path: Annotated[
+        str,
+        _about(
+            "directory chat images may be read from as absolute paths or file:// URLs (symlinks must "
+            "stay inside); default: none, local paths refused",
+            "DIR",
+        ),
+    ] = ""
+    max_image_bytes: Annotated[
+        int, _about("largest encoded image: a download, a file or a data URL's decoded payload", "BYTES", ge=1)
+    ] = 20 * 1024 * 1024
+    media_fetch_timeout: Annotated[
+        float, _about("seconds one image download may take, DNS to last byte, redirects included", "S", gt=0)
+    ] = 10.0
+    invocations_model: Annotated[
+        str,
+        _about("the model POST /invocations (LMI/SageMaker) generates with; default: the only model served", "NAME"),
+    ] = ""
+    lmi_output_formatter: Annotated[
+        Literal["jsonlines", "sse"],
+        _about("how /invocations streams: JSON Lines (LMI's default) or server-sent events"),
+    ] = "jsonlines"
+    tgi_compat: Annotated[
+        bool, _about("TGI-compatible /invocations: answers are JSON arrays and streams are server-sent events")
+    ] = False
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -76,8 +132,13 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         default = getattr(Settings(), name)
         # Lists come comma-separated; scalars are converted leniently ("8000" -> 8000, "true" -> True).
-        values[name] = [item.strip() for item in raw.split(",") if item.strip()] if isinstance(default, list | tuple) else raw
+        values[name] = comma_list(raw) if isinstance(default, list | tuple) else raw
     return values
+
+
+def comma_list(text: str) -> list[str]:
+    """`a, b,,c` -> ["a", "b", "c"]: how list settings are written in flags and the environment."""
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def load_settings(

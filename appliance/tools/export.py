@@ -7,6 +7,7 @@ only replaces an existing folder with `--force`, and only once the new one passe
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -19,11 +20,64 @@ from pathlib import Path
 
 from appliance.config import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, is_npu
 
-__all__ = ["WEIGHT_FORMATS", "export_model"]
+__all__ = ["WEIGHT_FORMATS", "ExportError", "export_model", "register", "run"]
 
 WEIGHT_FORMATS = ("int4", "int8", "fp16", "fp32")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _REQUIRED = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
+
+
+def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `export` to the parser."""
+    parser = subcommands.add_parser(
+        "export",
+        help="export a Hugging Face model to OpenVINO IR and write its graph file",
+        description="Export SOURCE (a Hugging Face model id or a local folder) with optimum-intel into "
+        "MODELS/NAME, check that it loads and renders its chat template, and write GRAPHS/NAME.toml.",
+    )
+    parser.add_argument("source", metavar="SOURCE", help="Hugging Face model id or local model folder")
+    parser.add_argument("--name", required=True, help="served model name (and folder name)")
+    parser.add_argument("--weight-format", default="int8", choices=WEIGHT_FORMATS, help="default int8")
+    parser.add_argument("--models-dir", type=Path, default=Path("models"), metavar="DIR", help="default ./models")
+    parser.add_argument("--graphs-dir", type=Path, default=Path("graphs"), metavar="DIR", help="default ./graphs")
+    parser.add_argument(
+        "--device",
+        default="CPU",
+        help="device written to the graph file (default CPU); NPU also means symmetric int4 weights with "
+        "--weight-format int4 and a stateful-pipeline graph",
+    )
+    parser.add_argument(
+        "--max-prompt-len",
+        type=int,
+        default=DEFAULT_MAX_PROMPT_LEN,
+        metavar="N",
+        help=f"NPU graphs: longest prompt in tokens (MAX_PROMPT_LEN, default {DEFAULT_MAX_PROMPT_LEN})",
+    )
+    parser.add_argument("--task", help="optimum task, when it cannot be inferred (e.g. image-text-to-text)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)")
+    parser.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export; 1 with the failed step's reason on stderr."""
+    try:
+        export_model(
+            args.source,
+            args.name,
+            weight_format=args.weight_format,
+            models_dir=args.models_dir,
+            graphs_dir=args.graphs_dir,
+            device=args.device,
+            task=args.task,
+            trust_remote_code=args.trust_remote_code,
+            force=args.force,
+            max_prompt_len=args.max_prompt_len,
+        )
+    except ExportError as exc:
+        print(f"appliance export: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 class ExportError(Exception):

@@ -6,11 +6,13 @@ on the graph's own pipeline in process (ContinuousBatchingPipeline, or the state
 LM graphs), and reports vLLM-style serving metrics for both, their ratios, and the appliance's
 event-loop lag.
 
-Modules: `workload` (prompts of an exact token count), `client` (the SSE driver, over the small
-HTTP client in `http`), `raw` (the pipeline baseline), `metrics` (TTFT/TPOT/ITL math), `report`
-(table, JSON), `plot` (PNG), `local_server` (a private `appliance serve`), `runner` (the order of it all).
+Modules: `command` (the subcommand's flags), `runner` (the order of it all), `workload` (prompts
+of an exact token count), `client` (the SSE driver, over the small HTTP client in `http`), `raw`
+(the pipeline baseline), `metrics` (TTFT/TPOT/ITL math), `report` (table, JSON), `plot` (PNG),
+`local_server` (a private `appliance serve`), `speculative` (a separate script: speculative
+decoding's speed-up, see docs/speculative.md).
 """
 
-from appliance.tools.bench.runner import BenchOptions, run_bench
+from appliance.tools.bench.command import register, run
 
-__all__ = ["BenchOptions", "run_bench"]
+__all__ = ["register", "run"]

@@ -1,4 +1,4 @@
-"""`appliance soak`: minutes of mixed traffic against a running server, then a verdict.
+"""The soak's traffic: minutes of mixed requests against a running server, then a verdict.
 
 Traffic: streaming and non-streaming chat, text and (when a vision model is served) image
 requests, some clients hanging up early, and periodic bursts above a model's queue limit. Every

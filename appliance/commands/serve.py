@@ -1,0 +1,112 @@
+"""`appliance serve`: its flags are generated from `Settings`, so names, defaults and help agree.
+
+Each field of `appliance.settings.Settings` becomes `--field-name`, with the field's description as
+help and its default appended. Every flag defaults to None ("not given"), which leaves the value to
+`load_settings`: flags > environment > settings file > defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import msgspec
+
+from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, load_settings
+
+__all__ = ["register", "run", "settings_from"]
+
+_MIB = 1024 * 1024
+
+# Flag groups of `serve --help`: title -> (text under the title, fields); other fields are "options".
+_GROUPS: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "LMI / SageMaker /invocations": (None, ("invocations_model", "lmi_output_formatter", "tgi_compat")),
+    "chat images": (
+        "Vision graphs take images as base64 data URLs always; as http(s) URLs and local paths only "
+        "when enabled here.",
+        (
+            "allowed_media_domains",
+            "allowed_media_networks",
+            "allowed_local_media_path",
+            "max_image_bytes",
+            "media_fetch_timeout",
+        ),
+    ),
+}
+
+
+def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `serve` with a flag for each settings field."""
+    parser = subcommands.add_parser(
+        "serve",
+        help="serve every graph file in a directory",
+        description="Serve every graph file in a directory. Each setting can also come from "
+        "APPLIANCE_<NAME> environment variables or a TOML settings file (flags win).",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"TOML settings file (default {DEFAULT_CONFIG} when it exists)",
+    )
+    group_of: dict[str, argparse._ActionsContainer] = {}
+    for title, (description, names) in _GROUPS.items():
+        group = parser.add_argument_group(title, description)
+        group_of.update(dict.fromkeys(names, group))
+    unknown = set(group_of) - set(Settings.__struct_fields__)
+    if unknown:
+        raise TypeError(f"serve flag groups name fields Settings does not have: {', '.join(sorted(unknown))}")
+    for field in msgspec.structs.fields(Settings):
+        _add_flag(group_of.get(field.name, parser), field)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM; the server's exit code."""
+    from appliance.server import serve
+
+    return serve(settings_from(args))
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings `serve` runs with: the flags given over the environment, file and defaults."""
+    flags = {name: getattr(args, name) for name in Settings.__struct_fields__}
+    return load_settings(flags, config=args.config)
+
+
+def _add_flag(container: argparse._ActionsContainer, field: msgspec.structs.FieldInfo) -> None:
+    kind, metas = _unwrap(field.type)
+    description = " ".join(meta.description for meta in metas if meta.description)
+    metavar = next((meta.extra["metavar"] for meta in metas if meta.extra and "metavar" in meta.extra), None)
+    options: dict[str, Any] = {"default": None}
+    if kind is bool:
+        options["action"] = "store_true"
+    elif get_origin(kind) is Literal:
+        options["choices"] = list(get_args(kind))
+    elif get_origin(kind) is tuple:
+        options.update(type=comma_list, metavar=metavar)
+        description = f"comma-separated {description}"
+    elif kind in (str, int, float):
+        options.update(type=kind, metavar=metavar)
+    else:
+        raise TypeError(f"Settings.{field.name}: no command-line flag for type {kind!r}")
+    shown = _shown_default(field.default, metavar)
+    options["help"] = f"{description} (default {shown})" if shown else description
+    container.add_argument(f"--{field.name.replace('_', '-')}", **options)
+
+
+def _unwrap(annotation: Any) -> tuple[Any, list[msgspec.Meta]]:
+    if get_origin(annotation) is Annotated:
+        base, *extras = get_args(annotation)
+        return base, [extra for extra in extras if isinstance(extra, msgspec.Meta)]
+    return annotation, []
+
+
+def _shown_default(value: Any, metavar: str | None) -> str | None:
+    """The default as help shows it; None for an empty one (the description says what it means)."""
+    if isinstance(value, bool) or value in ("", ()):
+        return None
+    if metavar == "BYTES" and value % _MIB == 0:
+        return f"{value // _MIB} MiB"
+    return f"{value:g}" if isinstance(value, float) else str(value)

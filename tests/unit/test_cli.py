@@ -1,0 +1,93 @@
+"""The `appliance` command line: `serve` flags generated from `Settings`, every subcommand
+described, fast start, and tools kept beside the core."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from appliance.cli import _parser, main
+from appliance.commands import COMMANDS, serve
+from appliance.settings import Settings
+from appliance.tools import TOOLS
+
+PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_setting_is_a_serve_flag_that_defaults_to_not_given() -> None:
+    flags = {action.dest: action for action in _subparsers()["serve"]._actions}
+    for field in msgspec.structs.fields(Settings):
+        action = flags[field.name]
+        assert action.option_strings == [f"--{field.name.replace('_', '-')}"]
+        assert action.default is None  # so the environment and the settings file can apply
+        if not isinstance(field.default, bool):
+            assert "default" in action.help, field.name  # the value, or what empty means
+
+
+def test_serve_flags_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in Settings.__struct_fields__:
+        monkeypatch.delenv(f"APPLIANCE_{name.upper()}", raising=False)
+    monkeypatch.setenv("APPLIANCE_HOST", "0.0.0.0")
+    config = tmp_path / "appliance.toml"
+    config.write_text("port = 7000\ndrain_seconds = 5\n")
+    args = _parser().parse_args(
+        ["serve", "--config", str(config), "--port", "9000", "--allowed-hosts", "a, b,", "--tgi-compat",
+         "--lmi-output-formatter", "sse", "--max-image-bytes", "4096"]
+    )  # fmt: skip
+    settings = serve.settings_from(args)
+    assert (settings.port, settings.host, settings.drain_seconds) == (9000, "0.0.0.0", 5.0)
+    assert settings.allowed_hosts == ("a", "b") and settings.tgi_compat and settings.lmi_output_formatter == "sse"
+    assert settings.max_image_bytes == 4096 and settings.metrics_open is False
+
+
+def test_serve_help_shows_defaults_from_the_settings() -> None:
+    help_text = " ".join(_subparsers()["serve"].format_help().split())
+    assert "port to listen on (default 8000)" in help_text
+    assert "(default 32 MiB)" in help_text and "(default 30)" in help_text and "(default jsonlines)" in help_text
+
+
+def test_every_subcommand_has_help_and_a_description() -> None:
+    parsers = _subparsers()
+    assert set(parsers) == {"serve", "check", "devices", "demo", "export", "bench", "soak"}
+    assert len(COMMANDS) + len(TOOLS) == len(parsers)
+    for name, parser in parsers.items():
+        assert parser.description, name
+    action = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(choice.help for choice in action._choices_actions)
+
+
+def test_bad_bench_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--graph", "g.toml", "--concurrency", "1,x"]) == 2
+    assert "--concurrency '1,x'" in capsys.readouterr().err
+    assert main(["bench", "--graph", "g.toml", "--requests", "0"]) == 2
+
+
+def test_the_command_line_starts_without_heavy_imports() -> None:
+    heavy = ("httpx", "openvino", "openvino_genai", "torch", "litestar", "numpy", "PIL")
+    code = "import sys; from appliance.cli import _parser; _parser(); print(sorted({m.split('.')[0] for m in sys.modules}))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert not [name for name in heavy if f"'{name}'" in loaded]
+
+
+def test_the_core_never_imports_the_tools() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith("tools/") or relative == "cli.py":  # cli.py registers the tools
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            offenders += [f"{relative}: {name}" for name in names if name.startswith("appliance.tools")]
+    assert not offenders
