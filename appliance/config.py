@@ -86,13 +86,18 @@ class Limits(_Config):
     """Longest a request may run from submission to its last token; then it is stopped (504, or
     an error event in a stream). 0: no limit."""
     engine_hang_seconds: Annotated[float, msgspec.Meta(ge=1)] = 120
-    """An engine with requests in flight that says nothing for this long is hung: it is killed
-    and restarted (its requests end with an error)."""
+    """An engine that makes no progress for this long (no step finished, no token generated),
+    with or without requests in flight, is hung: it is killed and restarted (its requests end with
+    an error). From half this time (at least 2 s) `/health` shows it "stalled" and not ready."""
     engine_max_rss_mb: NonNegativeInt = 0
     """When the engine process's resident memory passes this, a fresh engine process replaces it
     without dropping requests (OpenVINO GenAI's process grows slowly with traffic). 0: never."""
     best_of_limit: Annotated[int, msgspec.Meta(ge=1, le=128)] = 20
     """Largest `n` and `best_of` (beam width) a request may ask for."""
+    max_messages: PositiveInt = 4096
+    """Messages one chat request may carry, and content parts plus tool calls over all of them:
+    the engine renders every message through the chat template before it can count tokens, so
+    many tiny messages stall the model (600,000 took 11 s on one core)."""
     max_stop_sequences: Annotated[int, msgspec.Meta(ge=0, le=64)] = 4
     """Stop strings one request may give (OpenAI allows 4)."""
     max_images_per_request: NonNegativeInt = 8

@@ -1,5 +1,6 @@
 """Tells systemd how the server is doing: READY once it listens and every model is loaded,
-STATUS lines, EXTEND_TIMEOUT while models compile, and WATCHDOG pings tied to engine health."""
+STATUS lines, EXTEND_TIMEOUT while models compile, and WATCHDOG pings tied to engine health.
+Also watches the engines: restarts those that stopped making progress or grew too large."""
 
 from __future__ import annotations
 
@@ -82,14 +83,31 @@ def recycle_large_engines(models: ModelRegistry, reloader: Reloader, busy: set[s
             task.add_done_callback(lambda _, name=engine.name: busy.discard(name))
 
 
-def restart_hung_engines(models: ModelRegistry) -> None:
-    """Kill engines that have requests in flight and said nothing for `engine_hang_seconds`:
-    their requests end with an error, and the engine restarts like after a crash."""
-    now = time.monotonic()
+def restart_hung_engines(models: ModelRegistry, stalled: set[str]) -> None:
+    """Kill engines that made no progress for `engine_hang_seconds`, whether or not clients still
+    wait on them (a wedged engine whose clients left would otherwise hold its memory and the next
+    request): their requests end with an error, and the engine restarts like after a crash.
+
+    Loading does not count (an engine is watched once it is ready); `stalled` holds the names
+    already logged as stalled, so each stall is logged once.
+    """
     for engine in models:
-        limit = engine.graph.limits.engine_hang_seconds
-        if engine.state == "ready" and engine.in_flight and now - engine.last_heard > limit:
-            engine.kill(f"no sign of life for {now - engine.last_heard:.0f} s with {engine.in_flight} requests in flight")
+        silent, limit = engine.silent_seconds, engine.graph.limits.engine_hang_seconds
+        if silent > limit:
+            engine.kill(
+                f"no progress for {silent:.1f} s (limits.engine_hang_seconds = {limit:g}) "
+                f"with {engine.in_flight} requests in flight; it will be restarted"
+            )
+        elif engine.status != "stalled":
+            stalled.discard(engine.name)
+        elif engine.name not in stalled:
+            stalled.add(engine.name)
+            log.warning(
+                "engine %s: no progress for %.1f s; /health shows it stalled (killed after %g s)",
+                engine.name,
+                silent,
+                limit,
+            )
 
 
 async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Reloader | None = None) -> None:
@@ -109,15 +127,16 @@ async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Re
     next_ping = 0.0
     last_status = ""
     recycling: set[str] = set()
+    stalled: set[str] = set()
     while True:
-        restart_hung_engines(models)
+        restart_hung_engines(models, stalled)
         if reloader is not None:
             recycle_large_engines(models, reloader, recycling)
         now = time.monotonic()
         if interval and now >= next_ping and engines_healthy(models):
             notifier.watchdog()
             next_ping = now + interval
-        states = [f"{engine.name} {engine.state}" for engine in models if engine.state != "ready"]
+        states = [f"{engine.name} {engine.status}" for engine in models if engine.status != "ready"]
         status = f"serving {names}" if not states else "degraded: " + ", ".join(states)
         if status != last_status:
             notifier.status(status)

@@ -19,7 +19,7 @@ __all__ = ["routes"]
 def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
     return {
         engine.name: {
-            "state": engine.state,
+            "state": engine.status,
             "device": engine.graph.device,
             "pipeline": engine.graph.pipeline_kind,
             "pid": engine.pid,
@@ -30,6 +30,7 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
             "kv_cache_usage": engine.stats.kv_cache_usage,
             # Pipeline steps since the engine (re)started; the stateful pipeline steps once per token.
             "steps": engine.stats.steps,
+            **({"silent_seconds": round(engine.silent_seconds, 1)} if engine.status == "stalled" else {}),
             **({"speculative": _speculation(engine)} if engine.graph.assisted else {}),
             **({"error": engine.load_error} if engine.load_error else {}),
         }
@@ -49,7 +50,8 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
 
 @get("/health", cache=False)
 async def health(models: ModelRegistry) -> Response:
-    """200 once every model is loaded and ready; 503 (with each model's state) before."""
+    """200 once every model is loaded and ready; 503 (with each model's state) before, and while
+    a model is restarting or "stalled" (its engine has made no progress for a while)."""
     ready = models.all_ready
     return Response(
         {"status": "ready" if ready else "not_ready", "models": _model_status(models)},

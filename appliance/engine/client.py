@@ -54,8 +54,11 @@ __all__ = ["EngineClient", "RequestStream", "Reservation"]
 log = logging.getLogger("appliance.engine")
 
 State = Literal["loading", "ready", "restarting", "failed", "stopped"]
+Status = Literal[State, "stalled"]
 _ids = itertools.count(1)
 _RESTART_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+_STALL_FLOOR_S = 2.0
+"""Silence shorter than this never reads as stalled: an idle engine reports every 0.5 s."""
 
 
 class RequestStream:
@@ -182,7 +185,9 @@ class EngineClient:
         self._restart_task: asyncio.Task[None] | None = None
         self._ever_ready = False
         self.last_heard = time.monotonic()
-        """When the engine process last sent anything (monotonic seconds): a hang detector."""
+        """When the engine process last sent anything (monotonic seconds)."""
+        self._stuck_since: float | None = None
+        """When the stateful engine's running request last got a token, as its stats report it."""
 
     @property
     def name(self) -> str:
@@ -197,6 +202,36 @@ class EngineClient:
     def in_flight(self) -> int:
         """Requests submitted and not finished, plus those holding a `reserve()`d place."""
         return len(self._streams) + self._reserved
+
+    @property
+    def silent_seconds(self) -> float:
+        """How long the ready engine has made no progress (0 while it loads or restarts).
+
+        The continuous-batching engine sends a frame after every step and stats every 0.5 s when
+        idle, all from the thread that steps: its silence is the time since its last frame, busy
+        or idle. The stateful engine keeps talking while `generate()` runs, so its stats say how
+        long the running request has waited for a token. Either way a wedged pipeline counts,
+        whether or not its clients are still waiting.
+        """
+        if self.state != "ready" or self._process is None:
+            return 0.0
+        since = self.last_heard if self._stuck_since is None else min(self.last_heard, self._stuck_since)
+        return max(0.0, time.monotonic() - since)
+
+    @property
+    def stall_seconds(self) -> float:
+        """Silence after which the engine shows as "stalled" (half `engine_hang_seconds`, at least
+        a few stats intervals, at most the hang limit itself)."""
+        limit = self.graph.limits.engine_hang_seconds
+        return min(limit, max(limit / 2, _STALL_FLOOR_S))
+
+    @property
+    def status(self) -> Status:
+        """The state as `/health` shows it: "stalled" for a ready engine silent past
+        `stall_seconds` (the watchdog kills it at `engine_hang_seconds`)."""
+        if self.state == "ready" and self.silent_seconds > self.stall_seconds:
+            return "stalled"
+        return self.state
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -259,11 +294,13 @@ class EngineClient:
         self._reserved += 1
         return Reservation(self)
 
+    def _check_ready(self) -> None:
+        status = self.status
+        if status != "ready":
+            raise ModelNotReady(f"Model '{self.name}' is {status}; try again shortly.", retry_after=5)
+
     def _admit(self) -> None:
-        if self.state != "ready":
-            raise ModelNotReady(
-                f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5
-            )
+        self._check_ready()
         if self.in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
                 f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; "
@@ -281,8 +318,7 @@ class EngineClient:
         """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
         # Checked and reserved with no await in between: concurrent submits cannot overshoot.
         if reservation is not None and reservation.held:
-            if self.state != "ready":
-                raise ModelNotReady(f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5)
+            self._check_ready()
             reservation.release()  # its place passes to the stream registered below
         else:
             self._admit()
@@ -321,8 +357,7 @@ class EngineClient:
         return answer.text
 
     async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
-        if self.state != "ready":
-            raise ModelNotReady(f"Model '{self.name}' is {self.state}; try again shortly.", retry_after=5)
+        self._check_ready()
         request_id = next(_ids)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
@@ -358,8 +393,11 @@ class EngineClient:
         elif isinstance(message, Stats):
             self._count_speculation(message)
             self.stats = message
+            stalled = message.stalled_seconds
+            self._stuck_since = time.monotonic() - stalled if stalled else None
             self._update_gauges()
         elif isinstance(message, Ready):
+            self._stuck_since = None
             self.max_context = message.max_context
             self.vision_tokens = tuple(message.vision_tokens)
             self.state = "ready"
@@ -443,7 +481,7 @@ class EngineClient:
             self._metrics.waiting.labels(model).set(stats.waiting)
             self._metrics.kv_cache_usage.labels(model).set(stats.kv_cache_usage)
             self._metrics.in_flight.labels(model).set(self.in_flight)
-            self._metrics.model_ready.labels(model).set(1 if self.state == "ready" else 0)
+            self._metrics.model_ready.labels(model).set(1 if self.status == "ready" else 0)
 
     # -- failure and restart ----------------------------------------------------------------
 

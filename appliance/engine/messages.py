@@ -237,6 +237,10 @@ class Stats(msgspec.Struct, frozen=True, tag="stats"):
     """Speculative decoding / prompt lookup, since the engine started: candidate tokens validated."""
     accepted_tokens: int = 0
     """Of `draft_tokens`, those the main model accepted."""
+    stalled_seconds: float = 0.0
+    """Stateful engine: how long its running request has waited for a token (its command thread
+    keeps sending stats while `generate()` runs, so a stuck pipeline shows here, not as silence).
+    0 while idle, and from the continuous-batching engine, which sends nothing during a step."""
 
 
 FromEngine = Batch | Ready | LoadFailed | Stats

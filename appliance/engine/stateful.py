@@ -10,7 +10,10 @@ how the tests exercise it. Requests wait in a FIFO queue and run one after the o
 - the generation thread calls `generate()` (which releases the GIL) for each queued request; its
   streamer turns every new token into `Delta` events and ends the request when the client
   cancelled or a stop string appeared. OpenVINO GenAI 2026.4 calls the streamer from a thread of
-  its own, beside inference: a streamer sleeping 2 ms per token did not slow a 28 ms/token model.
+  its own, beside inference: a streamer sleeping 2 ms per token did not slow a 28 ms/token model;
+- the main thread sends `Stats` every 0.5 s even while `generate()` runs, so they carry how long
+  the running request has waited for a token (`stalled_seconds`): the server's hang watchdog
+  judges from that, not from silence.
 
 Stop strings are matched here rather than by the pipeline: its streamer never sees the tokens of
 a stop string it matched (measured on 2026.4), and VLMPipeline returns text only, not those ids.
@@ -126,7 +129,6 @@ class StatefulEngine:
                 event = self._handle(command)
                 if event is not None:
                     self._send(Batch(events=[event]))
-            self._check_progress()
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
                 last_stats = now
@@ -170,14 +172,6 @@ class StatefulEngine:
             self._wake.notify()
         return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
 
-    def _check_progress(self) -> None:
-        # The main thread stays responsive while generate() runs, so the server's hang detector
-        # would keep hearing from a process whose pipeline is stuck: judge that here instead.
-        job, limit = self._running, self.graph.limits.engine_hang_seconds
-        if job is not None and time.monotonic() - self._last_progress > limit:
-            log.error("engine %s: no token for %.0f s; exiting so the server restarts it", self.graph.name, limit)
-            os._exit(3)
-
     def _stats(self) -> Stats:
         job = self._running
         used = job.prepared.prompt_tokens + job.generated if job is not None else 0
@@ -187,6 +181,8 @@ class StatefulEngine:
             # The running request's share of the context it may fill (its whole KV cache).
             kv_cache_usage=min(1.0, used / self.max_context),
             steps=self._tokens,
+            # The server judges a hang from this (`EngineClient.silent_seconds`).
+            stalled_seconds=time.monotonic() - self._last_progress if job is not None else 0.0,
         )
 
     def _send(self, message: object) -> None:

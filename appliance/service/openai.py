@@ -28,6 +28,7 @@ from appliance.service.chat_output import chat_completion, chat_completion_chunk
 from appliance.service.completion_output import completion, completion_chunks
 from appliance.service.constraints import check_tools, constrained_output
 from appliance.service.images import ImageParts, check_prompt_text
+from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.service.tools import template_tool, template_tool_calls
@@ -156,6 +157,7 @@ async def open_chat(
     Images are fetched and decoded only once everything else about the request has been checked
     and the engine has admitted it (`media`: the server's loader; None allows data URLs only).
     """
+    check_messages(request.messages, engine.graph, engine.max_context)
     images = ImageParts(engine.graph, engine.vision_tokens)
     messages = _chat_messages(request.messages, images)
     options = _template_options(request)
@@ -214,6 +216,7 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
         prompt: ChatPrompt | TextPrompt = TextPrompt(text=request.prompt)
         add_special_tokens = True if request.add_special_tokens is None else request.add_special_tokens
     else:
+        check_messages(request.messages, engine.graph, engine.max_context)
         images = ImageParts(engine.graph, engine.vision_tokens)
         messages = _chat_messages(request.messages, images)
         if images:

@@ -47,4 +47,5 @@ class ModelRegistry:
 
     @property
     def all_ready(self) -> bool:
-        return all(engine.state == "ready" for engine in self)
+        """Every engine loaded and making progress (a stalled one is not ready)."""
+        return all(engine.status == "ready" for engine in self)

@@ -87,6 +87,48 @@ def test_hung_engine_is_killed_and_restarted(limited_server) -> None:
     assert again.status_code == 200
 
 
+def test_wedged_engine_without_clients_shows_stalled_and_is_restarted(limited_server) -> None:
+    """Issue 14: a watchdog that only looked while clients waited left an engine whose clients
+    had gone wedged for ever, /health saying ready. Stalled from 2 s (the floor; half of 3 s is
+    less), killed past 3 s."""
+    server = limited_server(engine_hang_seconds=3)
+    pid = _engine_pid(server)
+    body = _body(stream=True, max_tokens=1000, ignore_eos=True)
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=30) as response:
+        next(line for line in response.iter_lines() if line.startswith("data:"))
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+    while server.model_status(MODEL)["in_flight"]:  # its client left: nobody waits on the engine
+        assert time.monotonic() - frozen < 1
+        time.sleep(0.02)
+    states: list[str] = []
+    stalled_at = None
+    while _engine_pid(server) == pid:
+        health = httpx.get(f"{server.url}/health", timeout=5)
+        state = health.json()["models"][MODEL]["state"]
+        if state == "stalled" and stalled_at is None:
+            stalled_at = time.monotonic() - frozen
+            assert health.status_code == 503 and health.json()["status"] == "not_ready"
+            refused = httpx.post(f"{server.url}/v1/chat/completions", json=_body(), timeout=10)
+            assert refused.status_code == 503 and refused.headers["retry-after"]
+        states.append(state)
+        assert time.monotonic() - frozen < 10, states
+        time.sleep(0.1)
+    killed_at = time.monotonic() - frozen
+    assert states[0] == "ready" and "stalled" in states
+    assert stalled_at is not None and 1.5 < stalled_at < 3.5
+    assert 2.5 < killed_at < 5
+    assert httpx.get(f"{server.url}/health", timeout=5).status_code == 503  # restarting
+    wait_ready(server, timeout=60)
+    restarted_at = time.monotonic() - frozen
+    log = server.log()
+    assert f"killing pid {pid}: no progress for" in log and "0 requests in flight" in log
+    assert "shows it stalled" in log
+    again = httpx.post(f"{server.url}/v1/chat/completions", json=_body(), timeout=30)
+    assert again.status_code == 200
+    print(f"stalled after {stalled_at:.1f} s, killed after {killed_at:.1f} s, ready again after {restarted_at:.1f} s")
+
+
 def test_request_time_limit(limited_server) -> None:
     server = limited_server(request_timeout_seconds=0.5)
     pid = _engine_pid(server)
@@ -148,13 +190,52 @@ def test_identical_greedy_requests_at_once_give_identical_outputs(server) -> Non
     assert len(set(outputs)) == 1 and outputs[0]
 
 
-def test_huge_message_array_is_refused_quickly(server) -> None:
-    messages = [{"role": "user", "content": "x"}] * 50_000
-    started = time.monotonic()
-    response = httpx.post(f"{server.url}/v1/chat/completions", json={"model": MODEL, "messages": messages}, timeout=60)
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == "context_length_exceeded"
-    assert time.monotonic() - started < 30
+def test_huge_message_array_is_refused_quickly_while_others_stream(server) -> None:
+    """600,000 one-letter messages (18 MB, under the 32 MB body limit) used to be rendered and
+    tokenized by the engine before the context check: 9-22 s, and every stream of the model
+    stopped for up to 6 s. Now the message count is refused before any work grows with it."""
+    body = b'{"model": "%s", "max_tokens": 5, "messages": [%s]}' % (
+        MODEL.encode(),
+        b",".join([b'{"role": "user", "content": "x"}'] * 600_000),
+    )
+    gaps: list[float] = []
+    stop = threading.Event()
+
+    def stream() -> None:
+        talk = _body(stream=True, max_tokens=1000, ignore_eos=True)
+        while not stop.is_set():
+            last = time.monotonic()  # the wait for the first token counts too
+            with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=talk, timeout=60) as response:
+                for line in response.iter_lines():
+                    if line:
+                        gaps.append(time.monotonic() - last)
+                        last = time.monotonic()
+                    if stop.is_set():
+                        break
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(gaps) < 5:  # the stream is under way
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        before = len(gaps)
+        started = time.monotonic()
+        response = httpx.post(
+            f"{server.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"}, timeout=60
+        )
+        elapsed = time.monotonic() - started
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("messages", "array_above_max_length")
+    assert "600000" in error["message"] and "limits.max_messages" in error["message"]
+    assert elapsed < 3  # 0.6 s measured, most of it sending 18 MB
+    assert len(gaps) > before and max(gaps[before:]) < 2, max(gaps[before:])
 
 
 def _raw_request(server, head: bytes, body: bytes, *, close_early: bool = False, half_close: bool = True) -> bytes:

@@ -1,0 +1,95 @@
+"""Cheap limits on a chat request's messages (`service.prompt_limits`): refused before the engine
+renders anything, on every route that takes messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from litestar.testing import TestClient
+
+from appliance.api.app import create_app
+from appliance.api.decoding import decode_body
+from appliance.config import Graph, Limits
+from appliance.errors import InvalidRequest
+from appliance.protocol.openai import ChatCompletionRequest
+from appliance.service.prompt_limits import CHARS_PER_TOKEN, check_messages
+from appliance.service.registry import ModelRegistry
+from tests.fakes import FakeEngineClient
+
+GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))
+TEXT = {"role": "user", "content": "hi"}
+
+
+def _messages(*messages: dict) -> list:
+    """Decoded as the routes decode them."""
+    return decode_body(json.dumps({"model": "fake", "messages": list(messages)}).encode(), ChatCompletionRequest).messages
+
+
+def _refusal(messages: list, max_context: int = 0) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as info:
+        check_messages(messages, GRAPH, max_context)
+    assert info.value.status == 400 and info.value.param == "messages"
+    return info.value
+
+
+def test_default_is_documented() -> None:
+    assert Limits().max_messages == 4096
+
+
+def test_message_count() -> None:
+    check_messages(_messages(TEXT, TEXT, TEXT), GRAPH, 0)
+    error = _refusal(_messages(TEXT, TEXT, TEXT, TEXT))
+    assert error.code == "array_above_max_length"
+    assert "4" in error.message and "at most 3" in error.message and "limits.max_messages" in error.message
+
+
+def test_content_parts_and_tool_calls_count_together() -> None:
+    parts = {"role": "user", "content": [{"type": "text", "text": "a"}] * 2}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    check_messages(_messages(parts, {"role": "assistant", "tool_calls": [call]}), GRAPH, 0)
+    error = _refusal(_messages(parts, {"role": "assistant", "tool_calls": [call, call]}))
+    assert error.code == "array_above_max_length" and "4 over all messages" in error.message
+
+
+def test_text_is_bounded_by_the_context() -> None:
+    bound = 10 * CHARS_PER_TOKEN
+    fits = [{"role": "user", "content": "x" * (bound - 4)}, {"role": "assistant", "content": [{"type": "text", "text": "yyyy"}]}]
+    check_messages(_messages(*fits), GRAPH, 10)
+    check_messages(_messages({"role": "user", "content": "x" * (bound + 1)}), GRAPH, 0)  # context unknown
+    error = _refusal(_messages(*fits, {"role": "user", "content": "z"}), max_context=10)
+    assert error.code == "context_length_exceeded" and "10 tokens" in error.message
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "a" * (bound + 1)}}
+    _refusal(_messages({"role": "assistant", "tool_calls": [call]}), max_context=10)
+    # Reasoning of earlier turns is often dropped by the template: not counted.
+    check_messages(_messages({"role": "assistant", "content": "", "reasoning_content": "r" * (bound + 1)}), GRAPH, 10)
+
+
+@pytest.fixture
+def client():
+    engine = FakeEngineClient(GRAPH)
+    app = create_app(ModelRegistry([engine]), max_body_size=1 << 20)
+
+    async def start_fake(_app) -> None:
+        engine.start()
+
+    app.on_startup.append(start_fake)
+    with TestClient(app) as test_client:
+        yield test_client, engine
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/chat/completions", "/v3/chat/completions", "/tokenize", "/invocations", "/_inference/chat_completion/x/_stream"],
+)
+def test_every_route_that_takes_messages_refuses_before_the_engine(client, path: str) -> None:
+    test_client, engine = client
+    response = test_client.post(path, json={"model": "fake", "messages": [TEXT] * 4})
+    assert response.status_code == 400
+    if path.startswith("/_inference"):  # Elasticsearch's error body
+        assert "limits.max_messages" in response.json()["error"]["reason"]
+    else:
+        assert response.json()["error"]["param"] == "messages"
+        assert response.json()["error"]["code"] == "array_above_max_length"
+    assert engine.submitted == []
+    assert test_client.post(path, json={"model": "fake", "messages": [TEXT] * 3}).status_code == 200
