@@ -156,6 +156,8 @@ class _Engine:
                         self.pipe.step()
             if events:
                 conn.send_bytes(encoder.encode(Batch(events=events)))
+            if self.pipe is None:  # a failed step: its requests have their errors, now rebuild
+                self.pipe = load_pipeline(self.graph)
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S or (events and not self.active):
                 last_stats = now
@@ -279,8 +281,9 @@ class _Engine:
                 )
             )
         self.active.clear()
-        self.pipe = None  # frees the old pipeline's KV cache before the new one allocates its own
-        self.pipe = load_pipeline(self.graph)
+        # Rebuilt by the loop once these errors are sent (their clients need not wait for it).
+        # Dropping it first frees the old pipeline's KV cache before the new one allocates its own.
+        self.pipe = None
 
     def _count_candidates(self, active: _Active, before: int, new_tokens: int) -> None:
         # A step of speculative decoding or prompt lookup validates up to `assistant_tokens`

@@ -157,7 +157,7 @@ async def open_chat(
     Images are fetched and decoded only once everything else about the request has been checked
     and the engine has admitted it (`media`: the server's loader; None allows data URLs only).
     """
-    check_messages(request.messages, engine.graph, engine.max_context)
+    check_messages(request.messages, engine.graph, engine.max_context, request.tools)
     images = ImageParts(engine.graph, engine.vision_tokens)
     messages = _chat_messages(request.messages, images)
     options = _template_options(request)

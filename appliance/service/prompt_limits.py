@@ -8,18 +8,24 @@ of event loop and 11 s of engine before their 400; 8 MB of CJK text took 4.3 s t
 checks here need only lengths the request already holds:
 
 - messages, and content parts plus tool calls over all messages, each at most `max_messages`;
-- characters of text at most `CHARS_PER_TOKEN` per token of the model's context.
+- characters of text (tool definitions included) at most `CHARS_PER_TOKEN` per token of the
+  model's context; at most `MAX_TOOLS` tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from appliance.config import Graph
 from appliance.errors import InvalidRequest
-from appliance.protocol.openai import AssistantMessage, Message, TextPart
+from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool
 
-__all__ = ["CHARS_PER_TOKEN", "check_messages"]
+__all__ = ["CHARS_PER_TOKEN", "MAX_TOOLS", "check_messages"]
+
+MAX_TOOLS = 128
+"""Tools per request (OpenAI's own limit)."""
 
 CHARS_PER_TOKEN = 32
 """Text allowed per token of context before counting tokens. Ordinary text runs 3 to 5 characters
@@ -29,11 +35,16 @@ such a prompt may fit and still be refused: a bound, not a count. Not counted: r
 which chat templates often drop from earlier turns."""
 
 
-def check_messages(messages: Sequence[Message], graph: Graph, max_context: int) -> None:
-    """Refuse (400, param "messages") a conversation too large to be worth rendering.
+def check_messages(messages: Sequence[Message], graph: Graph, max_context: int, tools: Sequence[Tool] | None = None) -> None:
+    """Refuse (400, param "messages" or "tools") a conversation too large to be worth rendering.
 
     `max_context`: the model's context in tokens (0 while unknown: the text is not bounded).
+    `tools` are rendered into the prompt too: at most MAX_TOOLS, their JSON counted as text.
     """
+    if tools and len(tools) > MAX_TOOLS:
+        raise InvalidRequest(
+            f"Too many tools: {len(tools)}; at most {MAX_TOOLS} per request.", param="tools", code="array_above_max_length"
+        )
     limit = graph.limits.max_messages
     if len(messages) > limit:
         raise InvalidRequest(
@@ -58,12 +69,12 @@ def check_messages(messages: Sequence[Message], graph: Graph, max_context: int) 
         )
     if not max_context:
         return
-    chars = sum(_text_length(message) for message in messages)
+    chars = sum(_text_length(message) for message in messages) + (len(msgspec.json.encode(tools)) if tools else 0)
     bound = max_context * CHARS_PER_TOKEN
     if chars > bound:
         raise InvalidRequest(
             f"This model's maximum context length is {max_context} tokens, and the messages hold "
-            f"{chars} characters of text: more than {CHARS_PER_TOKEN} per token of that context "
+            f"{chars} characters of text (tool definitions included): more than {CHARS_PER_TOKEN} per token of that context "
             f"({bound}), which the server refuses without counting tokens. Please reduce the length "
             "of the messages.",
             param="messages",

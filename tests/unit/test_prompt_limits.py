@@ -26,9 +26,9 @@ def _messages(*messages: dict) -> list:
     return decode_body(json.dumps({"model": "fake", "messages": list(messages)}).encode(), ChatCompletionRequest).messages
 
 
-def _refusal(messages: list, max_context: int = 0) -> InvalidRequest:
+def _refusal(messages: list, max_context: int = 0, tools: list | None = None) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
-        check_messages(messages, GRAPH, max_context)
+        check_messages(messages, GRAPH, max_context, tools)
     assert info.value.status == 400 and info.value.param == "messages"
     return info.value
 
@@ -93,3 +93,20 @@ def test_every_route_that_takes_messages_refuses_before_the_engine(client, path:
         assert response.json()["error"]["code"] == "array_above_max_length"
     assert engine.submitted == []
     assert test_client.post(path, json={"model": "fake", "messages": [TEXT] * 3}).status_code == 200
+
+
+def test_tools_are_counted_and_their_definitions_are_text() -> None:
+    from appliance.service.prompt_limits import MAX_TOOLS
+
+    def tools(count: int, description: str = "") -> list:
+        request = {"model": "fake", "messages": [TEXT], "tools": [
+            {"type": "function", "function": {"name": f"f{i}", "description": description}} for i in range(count)]}
+        return decode_body(json.dumps(request).encode(), ChatCompletionRequest).tools
+
+    check_messages(_messages(TEXT), GRAPH, 0, tools(MAX_TOOLS))
+    with pytest.raises(InvalidRequest) as info:
+        check_messages(_messages(TEXT), GRAPH, 0, tools(MAX_TOOLS + 1))
+    assert info.value.param == "tools" and info.value.code == "array_above_max_length"
+    check_messages(_messages(TEXT), GRAPH, 10, tools(1, "d" * (5 * CHARS_PER_TOKEN)))
+    error = _refusal(_messages(TEXT), max_context=10, tools=tools(1, "d" * (10 * CHARS_PER_TOKEN)))
+    assert "tool definitions included" in error.message
