@@ -10,18 +10,19 @@ import msgspec
 import uvicorn
 
 from appliance.api.app import create_app
-from appliance.service.lmi import LmiOptions
 from appliance.api.gate import Gate
 from appliance.config import Graph
 from appliance.engine import EngineClient
 from appliance.errors import ConfigError
 from appliance.media import ImageLoader, build_policy
 from appliance.metrics import Metrics
-from appliance.sdnotify import Notifier
+from appliance.runtime.registry import ModelRegistry
+from appliance.runtime.reload import Reloader
+from appliance.runtime.sdnotify import Notifier
+from appliance.runtime.supervisor import NotifyingServer, supervise
+from appliance.service.graphs import prepare_graphs
+from appliance.service.lmi import LmiOptions
 from appliance.settings import Settings
-from appliance.service.graphs import Reloader, prepare_graphs
-from appliance.service.registry import ModelRegistry
-from appliance.supervisor import NotifyingServer, supervise
 
 __all__ = ["load_api_keys", "serve"]
 

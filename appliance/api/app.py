@@ -16,9 +16,9 @@ from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
-from appliance.service.graphs import Reloader
+from appliance.runtime.reload import Reloader
 from appliance.service.lmi import LmiOptions
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["create_app"]
 

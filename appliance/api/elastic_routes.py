@@ -19,7 +19,7 @@ from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service import elastic
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
 

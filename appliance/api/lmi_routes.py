@@ -23,7 +23,7 @@ from appliance.protocol.lmi import InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service import lmi
 from appliance.service import openai as openai_service
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
 

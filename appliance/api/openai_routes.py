@@ -17,7 +17,7 @@ from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
 from appliance.service import openai as service
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
 

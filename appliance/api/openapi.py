@@ -16,7 +16,7 @@ from litestar import get
 from appliance import __version__
 from appliance.protocol import openai as api
 from appliance.protocol import tokenize
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["openapi_document", "routes"]
 

@@ -7,7 +7,7 @@ from litestar import Request, post
 from appliance.api.decoding import decode_body
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.service import openai as service
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
 

@@ -16,7 +16,7 @@ from appliance.errors import InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service import openai as openai_service
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["chat_body", "chat_engine", "open_chat", "wrapped_chunks"]
 

@@ -34,7 +34,7 @@ from appliance.protocol.lmi import (
 )
 from appliance.protocol.openai import CompletionRequest
 from appliance.service import openai as openai_service
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from appliance.service.streams import finish_reason, merged
 
 __all__ = [

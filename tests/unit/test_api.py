@@ -11,7 +11,7 @@ from litestar.testing import TestClient
 from appliance.api.app import create_app
 from appliance.engine.messages import SamplingParams, TextPrompt
 from appliance.errors import Overloaded
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient, fake_graph
 
 

@@ -12,7 +12,7 @@ from schemathesis import checks
 from hypothesis import HealthCheck, settings
 
 from appliance.api.app import create_app
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient, fake_graph
 
 engine = FakeEngineClient(fake_graph("fake"))

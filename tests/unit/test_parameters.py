@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 from appliance.api.app import create_app
 from appliance.config import Graph, Limits
 from appliance.engine.messages import Delta, Finished, TokenLogprob
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient
 
 USER = [{"role": "user", "content": "one two three"}]

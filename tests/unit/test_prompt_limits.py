@@ -14,7 +14,7 @@ from appliance.config import Graph, Limits
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service.prompt_limits import CHARS_PER_TOKEN, check_messages
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient
 
 GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))

@@ -12,8 +12,8 @@ import pytest
 from appliance.config import Graph, Limits
 from appliance.engine.messages import Stats
 from appliance.errors import ModelNotReady
-from appliance.service.registry import ModelRegistry
-from appliance.supervisor import restart_hung_engines
+from appliance.runtime.registry import ModelRegistry
+from appliance.runtime.watchdog import restart_hung_engines
 from tests.fakes import FakeEngineClient
 
 

@@ -16,7 +16,7 @@ from appliance.config import Graph, Limits
 from appliance.engine.messages import ChatPrompt, SamplingParams
 from appliance.errors import Overloaded
 from appliance.media import ImageLoader, build_policy
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient, fake_graph
 from tests.images import data_url, encode, image_server, noise, png_header_only
 

@@ -1,6 +1,7 @@
-"""Tells systemd how the server is doing: READY once it listens and every model is loaded,
-STATUS lines, EXTEND_TIMEOUT while models compile, and WATCHDOG pings tied to engine health.
-Also watches the engines: restarts those that stopped making progress or grew too large."""
+"""The server's lifetime loop: waits for the models, then runs the engine watchdog every tick
+and tells systemd how the server is doing (READY once it listens and every model is loaded,
+STATUS lines, EXTEND_TIMEOUT while models compile, WATCHDOG pings while no engine failed,
+STOPPING, and RELOADING around a SIGHUP reload)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import time
 
 import uvicorn
 
-from appliance.sdnotify import Notifier
-from appliance.service.graphs import Reloader
-from appliance.service.registry import ModelRegistry
+from appliance.runtime.registry import ModelRegistry
+from appliance.runtime.reload import Reloader
+from appliance.runtime.sdnotify import Notifier
+from appliance.runtime.watchdog import engines_healthy, recycle_large_engines, restart_hung_engines
 
 __all__ = ["NotifyingServer", "supervise"]
 
@@ -49,65 +51,6 @@ async def _reload(notifier: Notifier, reloader: Reloader) -> None:
     notifier.notify("RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
     report = await reloader.reload()
     notifier.ready("reloaded" if "error" not in report else f"reload refused: {report['error']}")
-
-
-def engines_healthy(models: ModelRegistry) -> bool:
-    """False when an engine failed for good (hung ones are killed and restarted, see below)."""
-    return all(engine.state != "failed" for engine in models)
-
-
-def engine_rss_mb(pid: int | None) -> float:
-    """Resident memory of a process in MiB (0 when it cannot be read)."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def recycle_large_engines(models: ModelRegistry, reloader: Reloader, busy: set[str]) -> None:
-    """Start a replacement for every engine above its graph's `engine_max_rss_mb`."""
-    for engine in models:
-        limit = engine.graph.limits.engine_max_rss_mb
-        if not limit or engine.state != "ready" or engine.name in busy:
-            continue
-        rss = engine_rss_mb(engine.pid)
-        if rss > limit:
-            busy.add(engine.name)
-            task = asyncio.get_running_loop().create_task(reloader.recycle(engine, f"RSS {rss:.0f} MiB > {limit} MiB"))
-            task.add_done_callback(lambda _, name=engine.name: busy.discard(name))
-
-
-def restart_hung_engines(models: ModelRegistry, stalled: set[str]) -> None:
-    """Kill engines that made no progress for `engine_hang_seconds`, whether or not clients still
-    wait on them (a wedged engine whose clients left would otherwise hold its memory and the next
-    request): their requests end with an error, and the engine restarts like after a crash.
-
-    Loading does not count (an engine is watched once it is ready); `stalled` holds the names
-    already logged as stalled, so each stall is logged once.
-    """
-    for engine in models:
-        silent, limit = engine.silent_seconds, engine.graph.limits.engine_hang_seconds
-        if silent > limit:
-            engine.kill(
-                f"no progress for {silent:.1f} s (limits.engine_hang_seconds = {limit:g}) "
-                f"with {engine.in_flight} requests in flight; it will be restarted"
-            )
-        elif engine.status != "stalled":
-            stalled.discard(engine.name)
-        elif engine.name not in stalled:
-            stalled.add(engine.name)
-            log.warning(
-                "engine %s: no progress for %.1f s; /health shows it stalled (killed after %g s)",
-                engine.name,
-                silent,
-                limit,
-            )
 
 
 async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Reloader | None = None) -> None:

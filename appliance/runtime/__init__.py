@@ -1,0 +1,15 @@
+"""What keeps the models up: the registry of engines, reloads, the watchdog and systemd.
+
+- `registry.py`: the served engines by name (what requests are routed to).
+- `reload.py`: `Reloader`, graph-directory reloads (SIGHUP, `POST /admin/reload`) and recycling
+  one engine, each a swap without dropped requests (the old engine drains, then stops).
+- `watchdog.py`: kills engines that made no progress (`engine_hang_seconds`), recycles those
+  grown past `engine_max_rss_mb`.
+- `supervisor.py`: the loop run for the server's lifetime: the watchdog every tick, and what
+  systemd is told (READY, STATUS, WATCHDOG, STOPPING, RELOADING).
+- `sdnotify.py`: systemd's notify protocol in stdlib.
+
+An engine process that dies (crashed, or killed by the watchdog) is restarted with back-off by
+its `EngineClient` (`appliance.engine.client`). Dependencies point down: this package uses the
+engine and the graph files, never the service or api layers.
+"""
