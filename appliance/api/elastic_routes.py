@@ -18,7 +18,7 @@ from appliance.api.sse import HEADERS, named_events
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service import elastic
+from appliance.service import chat, elastic
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
@@ -55,11 +55,11 @@ async def chat_completion_stream(
     engine = elastic.chat_engine(models, parsed, inference_id)
     body = decode_body(_encoder.encode(elastic.chat_body(parsed, engine.name)), ChatCompletionRequest)
     record = _record(body.model, body.user)
-    stream = await _unless_disconnected(request, elastic.open_chat(engine, body, media))
+    call = await _unless_disconnected(request, chat.open_chat(engine, body, media))
     if record:
-        record.streams = [stream]
+        record.streams = [call.stream]
     return Stream(
-        named_events(elastic.wrapped_chunks(body, engine, stream), "message"),
+        named_events(elastic.wrapped_chunks(call), "message"),
         media_type="text/event-stream",
         headers=HEADERS,
     )

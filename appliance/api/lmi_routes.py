@@ -22,7 +22,7 @@ from appliance.media import ImageLoader
 from appliance.protocol.lmi import InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service import lmi
-from appliance.service import openai as openai_service
+from appliance.service.chat import open_chat
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
@@ -56,12 +56,12 @@ async def _chat(request: Request, engine: EngineClient, raw: bytes, media: Image
     request.state.openai_errors = True
     body = decode_body(raw, ChatCompletionRequest)
     record = _record(body.model, body.user)
-    stream = await _unless_disconnected(request, openai_service.open_chat(engine, body, media))
+    call = await _unless_disconnected(request, open_chat(engine, body, media))
     if record:
-        record.streams = [stream]
+        record.streams = [call.stream]
     if body.stream:
-        return _stream(openai_service.chat_completion_chunks(body, engine.graph, stream), options, chat=True)
-    answer = await _unless_disconnected(request, openai_service.chat_completion(body, engine.graph, stream))
+        return _stream(call.chunks(), options, chat=True)
+    answer = await _unless_disconnected(request, call.completion())
     return Response(answer, status_code=200, media_type="application/json")
 
 

@@ -16,6 +16,7 @@ from appliance.api.gate import RequestRecord, current_record
 from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
+from appliance.service import chat
 from appliance.service import openai as service
 from appliance.runtime.registry import ModelRegistry
 
@@ -62,13 +63,12 @@ async def chat_completions(request: Request, models: ModelRegistry, media: Image
     body = decode_body(await request.body(), ChatCompletionRequest)
     record = _record(body.model, body.user)
     engine = models.get(body.model)
-    stream = await _unless_disconnected(request, service.open_chat(engine, body, media))
+    call = await _unless_disconnected(request, chat.open_chat(engine, body, media))
     if record:
-        record.streams = [stream]
+        record.streams = [call.stream]
     if body.stream:
-        chunks = service.chat_completion_chunks(body, engine.graph, stream)
-        return Stream(event_stream(chunks), media_type="text/event-stream", headers=HEADERS)
-    return _json(await _unless_disconnected(request, service.chat_completion(body, engine.graph, stream)))
+        return Stream(event_stream(call.chunks()), media_type="text/event-stream", headers=HEADERS)
+    return _json(await _unless_disconnected(request, call.completion()))
 
 
 @post(["/v1/completions", "/v3/completions"], status_code=200)

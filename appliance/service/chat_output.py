@@ -1,8 +1,8 @@
 """Engine events -> chat completion responses: choices, reasoning, tool calls, logprobs, usage.
 
 Each choice's text passes through the graph's reasoning parser (reasoning_content) and, when the
-request offers tools, its tool parser (tool_calls); both hold back text only while it may still
-be markup. Streams follow OpenAI's order: a role delta per choice, content/tool-call deltas, a
+request's tool plan has tools in play, its tool parser (tool_calls); both hold back text only while
+it may still be markup. Streams follow OpenAI's order: a role delta per choice, content/tool-call deltas, a
 finish_reason per choice, then the usage chunk if asked.
 """
 
@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from appliance.config import Graph
 from appliance.engine import Finished, RequestStream, TokenLogprob
 from appliance.protocol.openai import (
     ChatCompletion,
@@ -34,12 +33,7 @@ from appliance.service.reasoning import ReasoningStream
 from appliance.service.streams import Usage, finish_reason, merged, new_id
 from appliance.service.tools import ParsedCall, ToolCallStream, new_call_id, tool_parser
 
-__all__ = ["chat_completion", "chat_completion_chunks", "parses_tool_calls"]
-
-
-def parses_tool_calls(request: ChatCompletionRequest, graph: Graph) -> bool:
-    """Whether this request's output is searched for tool calls."""
-    return bool(request.tools) and request.tool_choice != "none" and graph.tool_parser is not None
+__all__ = ["chat_completion", "chat_completion_chunks"]
 
 
 @dataclass
@@ -52,9 +46,9 @@ class _Piece:
 class _ChoiceText:
     """One choice's generated text, split into reasoning, content and tool calls as it arrives."""
 
-    def __init__(self, request: ChatCompletionRequest, graph: Graph, prompt_tail: str) -> None:
-        self._reasoning = ReasoningStream(prompt_tail=prompt_tail) if graph.reasoning_parser else None
-        self._parser = tool_parser(graph.tool_parser) if parses_tool_calls(request, graph) else None
+    def __init__(self, reasoning_parser: str | None, tool_parser_name: str | None, prompt_tail: str) -> None:
+        self._reasoning = ReasoningStream(prompt_tail=prompt_tail) if reasoning_parser else None
+        self._parser = tool_parser(tool_parser_name) if tool_parser_name else None
         self._tools = ToolCallStream(self._parser) if self._parser else None
         self.reasoning: list[str] = []
         self.content: list[str] = []
@@ -96,9 +90,11 @@ def _reason(event: Finished, text: _ChoiceText) -> str:
     return "tool_calls" if text.calls and reason == "stop" else reason
 
 
-async def chat_completion(request: ChatCompletionRequest, graph: Graph, stream: RequestStream) -> ChatCompletion:
-    """The whole answer (non-streaming)."""
-    texts = [_ChoiceText(request, graph, stream.prompt_tail) for _ in range(request.n)]
+async def chat_completion(
+    request: ChatCompletionRequest, stream: RequestStream, *, reasoning_parser: str | None, tool_parser: str | None
+) -> ChatCompletion:
+    """The whole answer (non-streaming); `tool_parser` reads calls when tools are in play."""
+    texts = [_ChoiceText(reasoning_parser, tool_parser, stream.prompt_tail) for _ in range(request.n)]
     logprobs: list[list[TokenLogprob] | None] = [[] if request.logprobs else None for _ in range(request.n)]
     finished: dict[int, Finished] = {}
     usage = Usage([stream])
@@ -137,7 +133,7 @@ async def chat_completion(request: ChatCompletionRequest, graph: Graph, stream: 
 
 
 async def chat_completion_chunks(
-    request: ChatCompletionRequest, graph: Graph, stream: RequestStream
+    request: ChatCompletionRequest, stream: RequestStream, *, reasoning_parser: str | None, tool_parser: str | None
 ) -> AsyncIterator[ChatCompletionChunk]:
     """Chunks in OpenAI's order: role first, deltas, finish_reason per choice, then usage if asked."""
     chunk_id, created = new_id("chatcmpl"), int(time.time())
@@ -149,7 +145,7 @@ async def chat_completion_chunks(
             object="chat.completion.chunk",
         )
 
-    texts = [_ChoiceText(request, graph, stream.prompt_tail) for _ in range(request.n)]
+    texts = [_ChoiceText(reasoning_parser, tool_parser, stream.prompt_tail) for _ in range(request.n)]
     call_counts = [0] * request.n
     for index in range(request.n):
         yield chunk([ChunkChoice(index=index, delta=ChoiceDelta(role="assistant", content=""))])

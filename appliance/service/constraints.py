@@ -32,14 +32,14 @@ from appliance.grammar.ebnf import RuleSet, literal
 from appliance.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
-    NamedToolChoice,
     ResponseFormatJSONObject,
     ResponseFormatJSONSchema,
     StructuredOutputs,
 )
+from appliance.service.tool_plan import ToolPlan
 from appliance.service.tools import forced_call_grammar
 
-__all__ = ["check_tools", "constrained_output", "output_grammar"]
+__all__ = ["constrained_output", "output_grammar"]
 
 _REMEMBERED = 256
 """Grammars (or their errors) kept, by the request fields they come from."""
@@ -48,30 +48,6 @@ _remembered: OrderedDict[bytes, str | None | InvalidRequest] = OrderedDict()
 
 def _invalid(exc: GrammarError, param: str) -> InvalidRequest:
     return InvalidRequest(exc.message, param=".".join(part for part in (param, exc.path) if part) or None)
-
-
-def check_tools(request: ChatCompletionRequest, graph: Graph) -> None:
-    """tools/tool_choice make sense together and for this graph."""
-    choice = request.tool_choice
-    if not request.tools:
-        if choice == "required" or isinstance(choice, NamedToolChoice):
-            raise InvalidRequest("tool_choice requires tools.", param="tool_choice")
-        return
-    names = [tool.function.name for tool in request.tools]
-    if len(set(names)) != len(names):
-        raise InvalidRequest("Each tool needs its own function name.", param="tools")
-    if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
-        raise InvalidRequest(
-            f"tool_choice names the function {choice.function.name!r}, which is not among the tools.",
-            param="tool_choice.function.name",
-        )
-    if choice != "none" and graph.tool_parser is None:
-        raise InvalidRequest(
-            f"Model '{graph.name}' has no tool parser in its graph file (`tool_parser`), so it cannot "
-            "return tool calls; send tool_choice \"none\" or leave out tools.",
-            param="tools",
-            code="unsupported_parameter",
-        )
 
 
 def _structured(outputs: StructuredOutputs, graph: Graph) -> str:
@@ -115,7 +91,9 @@ def _budgeted(grammar: str, param: str, graph: Graph, schemas: dict[str, object]
     return grammar
 
 
-async def constrained_output(request: ChatCompletionRequest | CompletionRequest, graph: Graph) -> str | None:
+async def constrained_output(
+    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = ToolPlan()
+) -> str | None:
     """`output_grammar`, built on a worker thread (a large schema takes a while) and remembered."""
     chat = isinstance(request, ChatCompletionRequest)
     fields = (
@@ -126,7 +104,7 @@ async def constrained_output(request: ChatCompletionRequest | CompletionRequest,
     key = msgspec.json.encode([graph.name, graph.tool_parser, graph.limits.max_grammar_states, request.structured_outputs, *fields])
     if key not in _remembered:
         try:
-            _remembered[key] = await asyncio.to_thread(output_grammar, request, graph)
+            _remembered[key] = await asyncio.to_thread(output_grammar, request, graph, tools)
         except InvalidRequest as exc:
             _remembered[key] = exc
         while len(_remembered) > _REMEMBERED:
@@ -138,8 +116,11 @@ async def constrained_output(request: ChatCompletionRequest | CompletionRequest,
     return found
 
 
-def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Graph) -> str | None:
-    """The grammar the output must follow, or None. Runs in time linear in the constraint's size."""
+def output_grammar(
+    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = ToolPlan()
+) -> str | None:
+    """The grammar the output must follow, or None. Runs in time linear in the constraint's size.
+    `tools`: the request's tool plan (a forced call is one source of a grammar)."""
     found: list[tuple[str, str]] = []
     if isinstance(request, ChatCompletionRequest):
         response_format = request.response_format
@@ -153,16 +134,15 @@ def output_grammar(request: ChatCompletionRequest | CompletionRequest, graph: Gr
             except GrammarError as exc:
                 raise _invalid(exc, param) from None
             found.append(("response_format", _budgeted(grammar, param, graph, {param: schema})))
-        choice = request.tool_choice
-        if request.tools and (choice == "required" or isinstance(choice, NamedToolChoice)):
-            name = choice.function.name if isinstance(choice, NamedToolChoice) else None
+        if tools.forced and tools.parser is not None:
+            name = tools.forced_name
             try:
-                grammar = forced_call_grammar(graph.tool_parser, request.tools, name, request.parallel_tool_calls)
+                grammar = forced_call_grammar(tools.parser, list(tools.tools), name, tools.parallel)
             except GrammarError as exc:
                 raise _invalid(exc, "") from None
             schemas = {
                 f"tools[{index}].function.parameters": tool.function.parameters
-                for index, tool in enumerate(request.tools)
+                for index, tool in enumerate(tools.tools)
                 if name in (None, tool.function.name) and tool.function.parameters is not None
             }
             found.append(("tool_choice", _budgeted(grammar, "tools", graph, schemas)))

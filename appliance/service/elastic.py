@@ -1,5 +1,5 @@
 """Elasticsearch's chat_completion inference API (`POST /_inference/.../_stream`) on top of the
-OpenAI chat service.
+chat service (`service.chat`).
 
 Elasticsearch's unified chat request is an OpenAI chat request without `stream`: this API only
 streams, always with usage at the end. Each OpenAI chunk is wrapped as `{"chat_completion": chunk}`
@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from appliance.engine import EngineClient, RequestStream
+from appliance.engine import EngineClient
 from appliance.errors import InvalidRequest
-from appliance.media import ImageLoader
-from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service import openai as openai_service
+from appliance.service.chat import ChatCall
 from appliance.runtime.registry import ModelRegistry
 
-__all__ = ["chat_body", "chat_engine", "open_chat", "wrapped_chunks"]
+__all__ = ["chat_body", "chat_engine", "wrapped_chunks"]
 
 
 def chat_engine(models: ModelRegistry, body: Any, inference_id: str) -> EngineClient:
@@ -46,14 +44,7 @@ def chat_body(body: Any, model: str) -> dict[str, Any]:
     return {**body, "model": model, "stream": True, "stream_options": {"include_usage": True}}
 
 
-async def open_chat(engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader) -> RequestStream:
-    """Validate and submit (errors here are answered with a status, before the stream starts)."""
-    return await openai_service.open_chat(engine, request, media)
-
-
-async def wrapped_chunks(
-    request: ChatCompletionRequest, engine: EngineClient, stream: RequestStream
-) -> AsyncIterator[dict[str, object]]:
+async def wrapped_chunks(call: ChatCall) -> AsyncIterator[dict[str, object]]:
     """`{"chat_completion": chunk}` per OpenAI chunk (the model field names the served model)."""
-    async for chunk in openai_service.chat_completion_chunks(request, engine.graph, stream):
+    async for chunk in call.chunks():
         yield {"chat_completion": chunk}

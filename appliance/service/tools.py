@@ -22,16 +22,13 @@ from typing import Any
 from appliance.grammar import GrammarError, schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.grammar.json_schema import SPACE
-from appliance.errors import InvalidRequest
-from appliance.protocol.openai import Tool, ToolCall
+from appliance.protocol.openai import Tool
 
 __all__ = [
     "ParsedCall",
     "ToolCallStream",
     "forced_call_grammar",
     "new_call_id",
-    "template_tool",
-    "template_tool_calls",
     "tool_parser",
 ]
 
@@ -315,36 +312,3 @@ def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, p
             f'"," {SPACE} {literal(json.dumps(arguments_key) + ":")} {SPACE} {arguments} "}}"'
         )
     return rules.render(parser.forced(rules.add("tool_call", " | ".join(calls)), parallel, rules))
-
-
-
-def template_tool(tool: Tool) -> dict[str, Any]:
-    """A tool as chat templates expect it (OpenAI's shape, unset fields left out)."""
-    function: dict[str, Any] = {"name": tool.function.name}
-    if tool.function.description is not None:
-        function["description"] = tool.function.description
-    function["parameters"] = tool.function.parameters or {"type": "object", "properties": {}}
-    return {"type": "function", "function": function}
-
-
-def template_tool_calls(calls: list[ToolCall], where: str) -> list[dict[str, Any]]:
-    """An assistant message's tool calls for the chat template.
-
-    Templates written for Hugging Face (Qwen, Llama, Mistral) render `arguments` as an object, so
-    OpenAI's JSON text is parsed here; text that is not a JSON object is a 400.
-    """
-    rendered = []
-    for index, call in enumerate(calls):
-        try:
-            arguments = json.loads(call.function.arguments)
-        except ValueError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            raise InvalidRequest(
-                "Tool call arguments must be a JSON object (as text).",
-                param=f"{where}.tool_calls[{index}].function.arguments",
-            )
-        rendered.append(
-            {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": arguments}}
-        )
-    return rendered

@@ -1,0 +1,131 @@
+"""A chat completion request, planned once and handed to the routes as one call.
+
+`plan_chat` decides everything about a request before the engine sees it, in the order a client
+sees refusals: cheap message limits (`prompt_limits`, before any rendering), the messages for the
+chat template with their image parts (`chat_prompt`, `images`), the template options, the tool plan
+(`tool_plan`: one rule for whether tools are in play), the output grammar (`constraints`, off the
+event loop) and the sampling parameters (`sampling`). `open_chat` submits the plan (images are
+fetched only once the engine has admitted the request) and returns a `ChatCall`, from which the
+routes take the answer or its chunks without carrying the graph between service calls.
+
+Validation that needs the tokenizer (context length, the chat template itself) happens in the
+engine process before the request reaches the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.engine import ChatPrompt, EngineClient, RequestStream, SamplingParams
+from appliance.errors import InvalidRequest
+from appliance.media import ImageLoader
+from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
+from appliance.service.chat_output import chat_completion, chat_completion_chunks
+from appliance.service.chat_prompt import chat_messages, template_options
+from appliance.service.constraints import constrained_output
+from appliance.service.images import ImageParts
+from appliance.service.prompt_limits import check_messages
+from appliance.service.sampling import sampling_params
+from appliance.service.tool_plan import ToolPlan
+
+__all__ = ["ChatCall", "ChatPlan", "open_chat", "plan_chat"]
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    """Everything the engine is asked for, checked: the prompt (images still unloaded), the tool
+    plan, the output grammar and the sampling parameters."""
+
+    messages: list[dict[str, Any]]
+    options: dict[str, Any]
+    """ChatPrompt fields beyond the messages and images (tools included)."""
+    tools: ToolPlan
+    grammar: str | None
+    params: SamplingParams
+    images: ImageParts
+
+    def prompt(self, images: list | None = None) -> ChatPrompt:
+        return ChatPrompt(messages=self.messages, **self.options, **({"images": images} if images else {}))
+
+
+async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> ChatPlan:
+    """The plan of `request` on `engine`'s graph; InvalidRequest (400) naming the field otherwise."""
+    graph = engine.graph
+    check_messages(request.messages, graph, engine.max_context, request.tools)
+    images = ImageParts(graph, engine.vision_tokens)
+    messages = chat_messages(request.messages, images)
+    options = template_options(request)
+    tools = ToolPlan.of(request, graph)
+    grammar = await constrained_output(request, graph, tools)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise InvalidRequest("top_logprobs requires logprobs to be true.", param="top_logprobs")
+    if request.top_logprobs:
+        raise InvalidRequest(
+            "top_logprobs above 0 is not supported: the engine reports only the chosen token's log "
+            "probability, not alternatives (logprobs=true gives those).",
+            param="top_logprobs",
+            code="unsupported_parameter",
+        )
+    uses_completion_tokens = request.max_completion_tokens is not None
+    params = sampling_params(
+        graph,
+        request,
+        max_tokens=request.max_completion_tokens if uses_completion_tokens else request.max_tokens,
+        max_tokens_param="max_completion_tokens" if uses_completion_tokens else "max_tokens",
+        logprobs=request.logprobs,
+        grammar=grammar,
+        # Tool-call markers are often special tokens: keep them in the text the parser reads.
+        skip_special_tokens=tools.parser is None if request.skip_special_tokens is None else request.skip_special_tokens,
+    )
+    return ChatPlan(
+        messages=messages,
+        options={"tools": tools.template_tools(), **options},
+        tools=tools,
+        grammar=grammar,
+        params=params,
+        images=images,
+    )
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """A chat request the engine accepted: its stream, and the answer built from it."""
+
+    request: ChatCompletionRequest
+    stream: RequestStream
+    reasoning_parser: str | None
+    tool_parser: str | None
+
+    def chunks(self) -> AsyncIterator[ChatCompletionChunk]:
+        """The streamed answer, chunk by chunk in OpenAI's order."""
+        return chat_completion_chunks(
+            self.request, self.stream, reasoning_parser=self.reasoning_parser, tool_parser=self.tool_parser
+        )
+
+    async def completion(self) -> ChatCompletion:
+        """The whole answer."""
+        return await chat_completion(
+            self.request, self.stream, reasoning_parser=self.reasoning_parser, tool_parser=self.tool_parser
+        )
+
+
+async def open_chat(engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader | None = None) -> ChatCall:
+    """Plan and submit a chat request; returns once the engine accepted it.
+
+    Images are fetched and decoded only once everything else about the request has been checked
+    and the engine has admitted it (`media`: the server's loader; None allows data URLs only).
+    """
+    plan = await plan_chat(engine, request)
+    if not plan.images:
+        stream = await engine.submit(plan.prompt(), plan.params)
+    else:
+        media = media or ImageLoader()
+        sources = plan.images.sources(media)
+        with engine.reserve() as reservation:
+            prompt = plan.prompt(await plan.images.load(media, sources))
+            stream = await engine.submit(prompt, plan.params, reservation=reservation)
+    return ChatCall(
+        request=request, stream=stream, reasoning_parser=engine.graph.reasoning_parser, tool_parser=plan.tools.parser
+    )
