@@ -156,8 +156,7 @@ class _Engine:
                         self.pipe.step()
             if events:
                 conn.send_bytes(encoder.encode(Batch(events=events)))
-            if self.pipe is None:  # a failed step: its requests have their errors, now rebuild
-                self.pipe = load_pipeline(self.graph)
+            self._rebuild_if_failed()  # after the failed step's errors went out
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S or (events and not self.active):
                 last_stats = now
@@ -174,7 +173,12 @@ class _Engine:
         elif isinstance(command, Tokenize | Detokenize):
             events.append(self.requests.tokenize(command))
 
+    def _rebuild_if_failed(self) -> None:
+        if self.pipe is None:
+            self.pipe = load_pipeline(self.graph)
+
     def _submit(self, submit: Submit) -> EngineEvent:
+        self._rebuild_if_failed()
         params = submit.params
         match_stop_strings = self.stop_strings_break_pipeline or (params.n == 1 and params.best_of == 1)
         prepared = self.requests.prepare(submit, streamed_stop_strings=match_stop_strings)
