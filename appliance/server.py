@@ -11,16 +11,17 @@ import uvicorn
 
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
-from appliance.config import Graph
 from appliance.engine import EngineClient
+from appliance.engine.devices import available_devices
 from appliance.errors import ConfigError
+from appliance.graphfiles import Graph
+from appliance.graphfiles.checks import prepare_graphs
 from appliance.media import ImageLoader, build_policy
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
-from appliance.service.graphs import prepare_graphs
 from appliance.service.lmi import LmiOptions
 from appliance.settings import Settings
 
@@ -32,7 +33,7 @@ log = logging.getLogger("appliance.server")
 def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
     def prepare(directory: Path) -> list[Graph]:
-        return [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory)]
+        return [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory, available_devices())]
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from appliance.config import Graph, Limits
 from appliance.engine.client import EngineClient
+from appliance.graphfiles import Graph, Limits
 from appliance.engine.messages import (
     Accepted,
     Batch,

@@ -22,8 +22,9 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 def run(args: argparse.Namespace) -> int:
     """Print one `ok` line per graph (ConfigError, exit 2, on the first bad one)."""
-    from appliance.service.graphs import prepare_graphs
+    from appliance.engine.devices import available_devices
+    from appliance.graphfiles.checks import prepare_graphs
 
-    for graph in prepare_graphs(args.graphs):
+    for graph in prepare_graphs(args.graphs, available_devices()):
         print(f"ok  {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
     return 0

@@ -21,8 +21,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
-from appliance.config import Graph
 from appliance.engine import worker
+from appliance.graphfiles import Graph
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -46,8 +46,8 @@ from appliance.engine.messages import (
     encode_to_engine,
     encoder,
 )
-from appliance.metrics import Metrics
 from appliance.errors import RequestTimedOut, ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
+from appliance.metrics import Metrics
 
 __all__ = ["EngineClient", "RequestStream", "Reservation"]
 

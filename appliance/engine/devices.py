@@ -1,11 +1,9 @@
-"""Which OpenVINO devices this machine has, checked before an engine process is spawned."""
+"""Which OpenVINO devices this machine has (graph files are checked against them before an
+engine process is spawned: `appliance.graphfiles.checks`)."""
 
 from __future__ import annotations
 
-from appliance.config import Graph
-from appliance.errors import ConfigError
-
-__all__ = ["available_devices", "check_device", "describe_devices"]
+__all__ = ["available_devices", "describe_devices"]
 
 
 def available_devices() -> list[str]:
@@ -13,33 +11,6 @@ def available_devices() -> list[str]:
     import openvino
 
     return list(openvino.Core().available_devices)
-
-
-def check_device(graph: Graph, available: list[str]) -> None:
-    """Raise ConfigError naming the graph file and device when the device is not present."""
-    device = graph.device
-    kind, _, candidates = device.partition(":")
-    if kind in ("AUTO", "MULTI", "HETERO"):
-        wanted = [c for c in candidates.split(",") if c] if candidates else []
-        missing = [c for c in wanted if not _present(c, available)]
-        # AUTO/MULTI need one candidate present, HETERO needs all of them.
-        if wanted and (missing if kind == "HETERO" else len(missing) == len(wanted)):
-            raise ConfigError(_message(graph, ", ".join(missing), available))
-        return
-    if not _present(device, available):
-        raise ConfigError(_message(graph, device, available))
-
-
-def _present(device: str, available: list[str]) -> bool:
-    return any(name == device or name.split(".")[0] == device for name in available)
-
-
-def _message(graph: Graph, device: str, available: list[str]) -> str:
-    return (
-        f"{graph.source}: model '{graph.name}' asks for device {device}, which this machine does not "
-        f"have (OpenVINO sees: {', '.join(available) or 'none'}). Check the driver "
-        "(GPU: intel-opencl-icd and /dev/dri, NPU: the NPU driver and /dev/accel) or change `device`."
-    )
 
 
 _PROPERTIES = (

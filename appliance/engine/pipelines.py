@@ -6,7 +6,7 @@ from pathlib import Path
 
 import openvino_genai
 
-from appliance.config import STATEFUL_PROPERTIES, Graph, is_npu
+from appliance.graphfiles import STATEFUL_PROPERTIES, Graph, is_npu
 
 __all__ = ["load_pipeline", "load_stateful_pipeline"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from appliance.config import Graph, is_npu
 from appliance.engine.generation import generation_config
+from appliance.graphfiles import Graph, is_npu
 from appliance.engine.messages import (
     ChatPrompt,
     Detokenize,

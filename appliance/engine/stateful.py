@@ -36,7 +36,7 @@ from typing import Any
 
 import openvino_genai
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.engine.messages import (
     Accepted,
     Batch,

@@ -17,9 +17,9 @@ import numpy as np
 import openvino
 import openvino_genai
 
-from appliance.config import Graph
 from appliance.engine.messages import ImageData
 from appliance.engine.vision import PIPELINE_TAG_PATTERN, check_image_tags, image_tokens, native_token_ids
+from appliance.graphfiles import Graph
 
 __all__ = ["PreparedRequest", "VisionInputError", "VisionRequests", "image_tensors"]
 

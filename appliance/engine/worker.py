@@ -32,11 +32,11 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from appliance.config import Graph
 from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.pipelines import load_pipeline
 from appliance.engine.requests import RequestPreparer, reason
 from appliance.engine.stateful import StatefulEngine
+from appliance.graphfiles import Graph
 from appliance.engine.messages import (
     Accepted,
     Batch,

@@ -1,9 +1,9 @@
 """Reloads without a restart (SIGHUP or `POST /admin/reload`), and recycling one engine.
 
-A reload validates the whole graph directory first (`prepare_graphs`): one bad file fails the
-reload and leaves every running model untouched. Then new graphs start, changed ones start beside
-the old engine and take over once loaded, and removed ones stop taking requests and stop after
-their in-flight requests finish. A recycle (the watchdog's answer to an engine grown too large)
+A reload validates the whole graph directory first (`prepare`, which runs
+`graphfiles.checks.prepare_graphs`): one bad file fails the reload and leaves every running model
+untouched. Then new graphs start, changed ones start beside the old engine and take over once
+loaded, and removed ones stop taking requests and stop after their in-flight requests finish. A recycle (the watchdog's answer to an engine grown too large)
 is the same swap for one unchanged graph.
 """
 
@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.config import Graph
 from appliance.engine import EngineClient
 from appliance.errors import ConfigError
+from appliance.graphfiles import Graph
 from appliance.runtime.registry import ModelRegistry
-from appliance.service.graphs import prepare_graphs
 
 __all__ = ["Reloader"]
 
@@ -35,7 +34,7 @@ class Reloader:
         graphs_dir: Path,
         make_engine: Callable[[Graph], EngineClient],
         *,
-        prepare: Callable[[Path], list[Graph]] = prepare_graphs,
+        prepare: Callable[[Path], list[Graph]],
         drain_seconds: float = 30.0,
         load_timeout: float = 600.0,
     ) -> None:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 import msgspec
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
 from appliance.grammar import (
     GrammarError,

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.engine.messages import ImageData
 from appliance.engine.vision import PIPELINE_TAG_PATTERN, image_tag
 from appliance.errors import InvalidRequest

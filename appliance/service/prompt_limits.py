@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool
 

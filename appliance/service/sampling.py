@@ -6,7 +6,7 @@ combinations the engine cannot honour, each refused with a 400 naming the parame
 
 from __future__ import annotations
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.engine import SamplingParams
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 

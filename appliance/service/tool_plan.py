@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest, NamedToolChoice, Tool, ToolCall
 

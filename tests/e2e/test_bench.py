@@ -29,7 +29,7 @@ def _graph(demo_root: Path, tmp_path: Path) -> Path:
 
 def test_raw_stateful_baseline_queues_requests(demo_root: Path, tmp_path: Path) -> None:
     from appliance.tools.bench.raw import RawStatefulPipeline, Tokenizer
-    from appliance.config import load_graph
+    from appliance.graphfiles import load_graph
 
     graph = load_graph(_graph(demo_root, tmp_path))
     tokenizer = Tokenizer(graph.model_dir)

@@ -61,7 +61,7 @@ def test_export_then_serve(hf_model: Path, tmp_path: Path) -> None:
 
 
 def test_export_for_npu_writes_a_stateful_graph(hf_model: Path, tmp_path: Path) -> None:
-    from appliance.config import load_graph
+    from appliance.graphfiles import load_graph
 
     models, graphs = tmp_path / "models", tmp_path / "graphs"
     result = run_export(

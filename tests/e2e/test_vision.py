@@ -301,7 +301,7 @@ def test_engine_checks_the_rendered_prompt(demo_root: Path) -> None:
     model's own image marker tokens."""
     import openvino_genai
 
-    from appliance.config import load_graph
+    from appliance.graphfiles import load_graph
     from appliance.engine.messages import ImageData
     from appliance.engine.vlm import VisionInputError, VisionRequests
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_graph, load_graphs
-from appliance.engine.devices import check_device
 from appliance.errors import ConfigError
+from appliance.graphfiles import load_graph, load_graphs
+from appliance.graphfiles.checks import check_device
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_vision_pipeline_and_image_limits(tmp_path: Path) -> None:
 
 
 def test_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
-    from appliance.service.graphs import prepare_graphs
+    from appliance.graphfiles.checks import prepare_graphs
 
     graphs, model = tmp_path / "graphs", tmp_path / "model"
     graphs.mkdir()
@@ -123,12 +123,12 @@ def test_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
         (model / name).write_text("<net/>")
     (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "VLM_CB"\n')
     with pytest.raises(ConfigError, match="VLM_CB.*openvino_vision_embeddings_model.xml"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
     (model / "openvino_vision_embeddings_model.xml").write_text("<net/>")
-    assert prepare_graphs(graphs)[0].accepts_images
+    assert prepare_graphs(graphs, ["CPU"])[0].accepts_images
     (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "LM_CB"\n')
     with pytest.raises(ConfigError, match="LM_CB.*vision-language"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
 
 
 def test_stateful_pipelines(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_stateful_graph_mistakes(tmp_path: Path, text: str, expected: str) -> No
 
 
 def test_stateful_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
-    from appliance.service.graphs import prepare_graphs
+    from appliance.graphfiles.checks import prepare_graphs
 
     graphs, model = tmp_path / "graphs", tmp_path / "model"
     graphs.mkdir()
@@ -175,16 +175,16 @@ def test_stateful_pipeline_must_match_the_model_folder(tmp_path: Path) -> None:
         (model / name).write_text("<net/>")
     (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "VLM"\n')
     with pytest.raises(ConfigError, match="is VLM but.*openvino_vision_embeddings_model.xml"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
     (graphs / "g.toml").write_text('name = "m"\nmodel_path = "../model"\npipeline = "LM"\n')
-    assert prepare_graphs(graphs)[0].stateful
+    assert prepare_graphs(graphs, ["CPU"])[0].stateful
     (model / "openvino_vision_embeddings_model.xml").write_text("<net/>")
     with pytest.raises(ConfigError, match="is LM but.*use VLM or AUTO"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
 
 
 def test_min_response_len_off_npu_is_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from appliance.service.graphs import prepare_graphs
+    from appliance.graphfiles.checks import prepare_graphs
 
     graphs, model = tmp_path / "graphs", tmp_path / "model"
     graphs.mkdir()
@@ -194,9 +194,9 @@ def test_min_response_len_off_npu_is_reported(tmp_path: Path, caplog: pytest.Log
     base = 'name = "m"\nmodel_path = "../model"\npipeline = "LM"\n[plugin_config]\nMAX_PROMPT_LEN = 64\n'
     (graphs / "g.toml").write_text(base)
     with caplog.at_level("WARNING", logger="appliance.reload"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
     assert not caplog.records
     (graphs / "g.toml").write_text(base + "MIN_RESPONSE_LEN = 32\n")
     with caplog.at_level("WARNING", logger="appliance.reload"):
-        prepare_graphs(graphs)
+        prepare_graphs(graphs, ["CPU"])
     assert "MIN_RESPONSE_LEN" in caplog.text and "no effect on CPU" in caplog.text and "g.toml" in caplog.text

@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from appliance.config import load_graph
+from appliance.graphfiles import load_graph
 from appliance.tools.demo import DEFAULT_DEMOS, build_demo
 from appliance.tools.demo import builder as demo_builder
 from appliance.tools.demo.export import VLM_FILES

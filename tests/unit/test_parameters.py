@@ -11,8 +11,8 @@ import pytest
 from litestar.testing import TestClient
 
 from appliance.api.app import create_app
-from appliance.config import Graph, Limits
 from appliance.engine.messages import Delta, Finished, TokenLogprob
+from appliance.graphfiles import Graph, Limits
 from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient
 
@@ -277,7 +277,7 @@ def test_logprobs_shape(client: TestClient, engine: FakeEngineClient) -> None:
 
 
 def test_graph_file_parser_and_limit_keys(tmp_path) -> None:
-    from appliance.config import load_graph
+    from appliance.graphfiles import load_graph
     from appliance.errors import ConfigError
 
     path = tmp_path / "g.toml"

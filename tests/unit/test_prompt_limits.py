@@ -10,11 +10,11 @@ from litestar.testing import TestClient
 
 from appliance.api.app import create_app
 from appliance.api.decoding import decode_body
-from appliance.config import Graph, Limits
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service.prompt_limits import CHARS_PER_TOKEN, check_messages
 from appliance.runtime.registry import ModelRegistry
+from appliance.service.prompt_limits import CHARS_PER_TOKEN, check_messages
 from tests.fakes import FakeEngineClient
 
 GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))

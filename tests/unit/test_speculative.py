@@ -8,10 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from appliance.config import Graph, SpeculativeSettings, load_graph
 from appliance.errors import ConfigError, InvalidRequest
+from appliance.graphfiles import Graph, SpeculativeSettings, load_graph
+from appliance.graphfiles.checks import _check_draft
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service.graphs import _check_draft
 from appliance.service.sampling import sampling_params
 
 BASE = 'name = "m"\nmodel_path = "model"\n'

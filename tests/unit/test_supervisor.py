@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from appliance.config import Graph, Limits
 from appliance.engine.messages import Stats
 from appliance.errors import ModelNotReady
+from appliance.graphfiles import Graph, Limits
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.watchdog import restart_hung_engines
 from tests.fakes import FakeEngineClient

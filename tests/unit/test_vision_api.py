@@ -12,9 +12,9 @@ from litestar.testing import TestClient
 from PIL import Image
 
 from appliance.api.app import create_app
-from appliance.config import Graph, Limits
 from appliance.engine.messages import ChatPrompt, SamplingParams
 from appliance.errors import Overloaded
+from appliance.graphfiles import Graph, Limits
 from appliance.media import ImageLoader, build_policy
 from appliance.runtime.registry import ModelRegistry
 from tests.fakes import FakeEngineClient, fake_graph

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from types import TracebackType
 
-from appliance.config import Graph
+from appliance.graphfiles import Graph
 from appliance.tools.launch import ServerProcess
 
 __all__ = ["LocalServer"]

@@ -20,12 +20,12 @@ from importlib import metadata
 from pathlib import Path
 
 from appliance import __version__
+from appliance.graphfiles import Graph, load_graph
 from appliance.tools.bench.client import loop_lag, run_level
 from appliance.tools.bench.local_server import LocalServer
 from appliance.tools.bench.metrics import LevelMetrics, summarize
 from appliance.tools.bench.report import Level, Report
 from appliance.tools.bench.workload import Prompt, Workload, build_prompts, default_requests, prompt_words
-from appliance.config import Graph, load_graph
 
 __all__ = ["BenchOptions", "run_bench"]
 

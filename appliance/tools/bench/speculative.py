@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.config import Graph, SchedulerSettings, SpeculativeSettings
+from appliance.graphfiles import Graph, SchedulerSettings, SpeculativeSettings
 
 __all__ = ["build_pair", "main", "run_level"]
 

@@ -1,21 +1,18 @@
-"""Graph files: one TOML file per served model, decoded into frozen structs.
+"""What a graph file holds: one served model, as frozen structs.
 
 A graph file names the model, where its OpenVINO IR lives, the device, the scheduler settings of its
 continuous-batching pipeline, OpenVINO plugin properties, generation defaults and limits. Unknown
-keys are errors (a typo must not be silently ignored), and every error names the file and the
-field path. See docs/models.md ("Graph files") for the reference.
+keys are errors (a typo must not be silently ignored). See docs/models.md ("Graph files") for the
+reference; `load.py` reads and checks the files.
 """
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
 import msgspec
 
-from appliance.errors import ConfigError
 
 __all__ = [
     "STATEFUL_PROPERTIES",
@@ -25,9 +22,7 @@ __all__ = [
     "SchedulerSettings",
     "SchedulerOverrides",
     "SpeculativeSettings",
-    "load_graph",
     "is_npu",
-    "load_graphs",
 ]
 
 ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
@@ -44,9 +39,6 @@ DEFAULT_MAX_PROMPT_LEN = 1024
 DEFAULT_MIN_RESPONSE_LEN = 128
 STATEFUL_PROPERTIES = ("MAX_PROMPT_LEN", "MIN_RESPONSE_LEN")
 """plugin_config keys read by the stateful pipeline itself, not by a device plugin."""
-
-# Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
-_DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
 
 
 class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -234,119 +226,6 @@ class Graph(_Config):
         return path.resolve()
 
 
-def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
-    """Read and validate one graph file; raises ConfigError naming the file and field.
-
-    With `check_paths=False` the model folder need not exist yet (e.g. before `appliance demo`).
-    """
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read graph file: {exc.strerror}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    if "source" in raw:
-        raise ConfigError(f"{path}: unknown field `source`")
-    raw["source"] = str(path)
-    try:
-        graph = msgspec.convert(raw, Graph)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from exc
-    if not _DEVICE.match(graph.device):
-        raise ConfigError(
-            f"{path}: `device` {graph.device!r} is not an OpenVINO device "
-            "(CPU, GPU, GPU.1, NPU, AUTO, AUTO:GPU,CPU, HETERO:GPU,CPU, ...)"
-        )
-    if check_paths and not graph.model_dir.is_dir():
-        raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
-    _check_speculative(path, graph, check_paths=check_paths)
-    _check_stateful(path, graph)
-    return graph
-
-
 def is_npu(device: str) -> bool:
     """NPU or NPU.N (not a virtual device that merely lists it)."""
     return device == "NPU" or device.startswith("NPU.")
-
-
-def _check_stateful(path: Path, graph: Graph) -> None:
-    # `pipeline` AUTO resolves by looking into the model folder, which may not exist yet: the
-    # checks that need the kind only apply once it is known.
-    explicit = graph.pipeline in ("LM", "VLM") or (graph.pipeline == "AUTO" and is_npu(graph.device))
-    for key in STATEFUL_PROPERTIES:
-        value = graph.plugin_config.get(key)
-        if value is None:
-            continue
-        if not explicit:
-            raise ConfigError(
-                f"{path}: `plugin_config.{key}` applies to the stateful pipeline only (`pipeline` LM "
-                "or VLM, or a graph on NPU); continuous batching has no prompt limit of its own"
-            )
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{path}: `plugin_config.{key}` must be a positive whole number of tokens")
-    if not explicit:
-        return
-    if graph.assisted is not None:
-        raise ConfigError(
-            f"{path}: speculative decoding and prompt lookup need continuous batching (`pipeline` LM_CB); "
-            "this graph runs the stateful pipeline"
-        )
-    if graph.scheduler != SchedulerSettings():
-        raise ConfigError(
-            f"{path}: `[scheduler]` configures continuous batching; this graph runs the stateful "
-            "pipeline (one request at a time), which has no scheduler: remove the section"
-        )
-    if not is_npu(graph.device) and graph.plugin_config.get("ATTENTION_BACKEND", "SDPA") != "SDPA":
-        raise ConfigError(f"{path}: the stateful pipeline runs with `plugin_config.ATTENTION_BACKEND` = \"SDPA\"")
-
-
-def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
-    if graph.draft_model_path is not None and graph.prompt_lookup:
-        raise ConfigError(
-            f"{path}: `draft_model_path` and `prompt_lookup = true` cannot be combined: choose "
-            "speculative decoding with a draft model or prompt-lookup decoding"
-        )
-    if graph.draft_model_path is None:
-        overrides = [
-            name
-            for name in ("draft_device", "draft_plugin_config")
-            if getattr(graph, name) is not None
-        ]
-        if graph.draft_scheduler != SchedulerOverrides():
-            overrides.append("draft_scheduler")
-        if overrides:
-            raise ConfigError(f"{path}: `{overrides[0]}` needs `draft_model_path`")
-    if graph.assisted is not None and graph.pipeline_kind == "VLM_CB":
-        raise ConfigError(f"{path}: speculative decoding and prompt lookup serve text models only (LM_CB)")
-    if graph.draft_device is not None and not _DEVICE.match(graph.draft_device):
-        raise ConfigError(f"{path}: `draft_device` {graph.draft_device!r} is not an OpenVINO device")
-    draft_dir = graph.draft_dir
-    if check_paths and draft_dir is not None and not draft_dir.is_dir():
-        raise ConfigError(f"{path}: `draft_model_path` {draft_dir} is not a directory")
-
-
-def load_graphs(directory: Path) -> list[Graph]:
-    """Every `*.toml` graph in `directory`, sorted by file name; names must be unique."""
-    if not directory.is_dir():
-        raise ConfigError(f"{directory}: graphs directory does not exist")
-    graphs = [load_graph(path) for path in sorted(directory.glob("*.toml"))]
-    if not graphs:
-        raise ConfigError(f"{directory}: no graph files (*.toml) found")
-    seen: dict[str, str] = {}
-    for graph in graphs:
-        if graph.name in seen:
-            raise ConfigError(
-                f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}"
-            )
-        seen[graph.name] = graph.source
-    return graphs
-
-
-def _describe(exc: msgspec.ValidationError) -> str:
-    # msgspec says "... - at `$.scheduler.cache_size`"; lead with the field path, TOML-style.
-    text = str(exc)
-    match = re.search(r" - at `\$\.?(.*)`$", text)
-    if not match:
-        return text
-    field = match.group(1) or "(top level)"
-    return f"`{field}`: {text[: match.start()]}"

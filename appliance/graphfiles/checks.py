@@ -10,21 +10,21 @@ import logging
 import re
 from pathlib import Path
 
-from appliance.config import VISION_ENCODER_IR, Graph, is_npu, load_graphs
-from appliance.engine.devices import available_devices, check_device
 from appliance.errors import ConfigError
+from appliance.graphfiles.load import load_graphs
+from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 
-__all__ = ["prepare_graphs"]
+__all__ = ["check_device", "prepare_graphs"]
 
 log = logging.getLogger("appliance.reload")
 
 REQUIRED_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
-def prepare_graphs(graphs_dir: Path) -> list[Graph]:
-    """Load and validate every graph file, its model folder and its device; raises ConfigError."""
+def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
+    """Load and validate every graph file, its model folder and its device (one of `devices`, the
+    names OpenVINO sees: `appliance.engine.devices.available_devices()`); raises ConfigError."""
     graphs = load_graphs(graphs_dir)
-    devices = available_devices()
     for graph in graphs:
         check_device(graph, devices)
         model_ir = graph.model_dir / "openvino_model.xml"
@@ -59,6 +59,33 @@ def prepare_graphs(graphs_dir: Path) -> list[Graph]:
                 graph.device,
             )
     return graphs
+
+
+def check_device(graph: Graph, available: list[str]) -> None:
+    """Raise ConfigError naming the graph file and device when the device is not present."""
+    device = graph.device
+    kind, _, candidates = device.partition(":")
+    if kind in ("AUTO", "MULTI", "HETERO"):
+        wanted = [c for c in candidates.split(",") if c] if candidates else []
+        missing = [c for c in wanted if not _present(c, available)]
+        # AUTO/MULTI need one candidate present, HETERO needs all of them.
+        if wanted and (missing if kind == "HETERO" else len(missing) == len(wanted)):
+            raise ConfigError(_message(graph, ", ".join(missing), available))
+        return
+    if not _present(device, available):
+        raise ConfigError(_message(graph, device, available))
+
+
+def _present(device: str, available: list[str]) -> bool:
+    return any(name == device or name.split(".")[0] == device for name in available)
+
+
+def _message(graph: Graph, device: str, available: list[str]) -> str:
+    return (
+        f"{graph.source}: model '{graph.name}' asks for device {device}, which this machine does not "
+        f"have (OpenVINO sees: {', '.join(available) or 'none'}). Check the driver "
+        "(GPU: intel-opencl-icd and /dev/dri, NPU: the NPU driver and /dev/accel) or change `device`."
+    )
 
 
 def _check_draft(graph: Graph, draft_dir: Path) -> None:

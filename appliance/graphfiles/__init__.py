@@ -1,0 +1,42 @@
+"""Graph files: one TOML file per served model (the `graphs/` directory), read and checked.
+
+- `schema.py`: `Graph` and its sections as frozen structs (unknown keys are errors).
+- `load.py`: `load_graph` / `load_graphs`, TOML to `Graph`, errors naming the file and field path.
+- `checks.py`: `prepare_graphs`, every file checked against what it points at (model folders,
+  the device, a draft model's tokenizer), as `serve`, `check` and every reload run it.
+
+Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
+(the top-level directory of model folders). Depends only on `appliance.errors`: the device list it
+checks against comes from the caller (`appliance.engine.devices.available_devices`).
+"""
+
+from appliance.graphfiles.load import load_graph, load_graphs
+from appliance.graphfiles.schema import (
+    DEFAULT_MAX_PROMPT_LEN,
+    DEFAULT_MIN_RESPONSE_LEN,
+    STATEFUL_PROPERTIES,
+    VISION_ENCODER_IR,
+    GenerationDefaults,
+    Graph,
+    Limits,
+    SchedulerOverrides,
+    SchedulerSettings,
+    SpeculativeSettings,
+    is_npu,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PROMPT_LEN",
+    "DEFAULT_MIN_RESPONSE_LEN",
+    "STATEFUL_PROPERTIES",
+    "VISION_ENCODER_IR",
+    "GenerationDefaults",
+    "Graph",
+    "Limits",
+    "SchedulerOverrides",
+    "SchedulerSettings",
+    "SpeculativeSettings",
+    "is_npu",
+    "load_graph",
+    "load_graphs",
+]

@@ -1,0 +1,134 @@
+"""Reading graph files: TOML decoded into a `Graph`, with the checks that need the whole file.
+
+Every error names the file and the field path. The checks against what the file points at (model
+folders, devices, draft tokenizers) are in `checks.py`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from appliance.errors import ConfigError
+from appliance.graphfiles.schema import STATEFUL_PROPERTIES, Graph, SchedulerOverrides, SchedulerSettings, is_npu
+
+__all__ = ["load_graph", "load_graphs"]
+
+# Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
+_DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
+
+
+def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
+    """Read and validate one graph file; raises ConfigError naming the file and field.
+
+    With `check_paths=False` the model folder need not exist yet (e.g. before `appliance demo`).
+    """
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read graph file: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if "source" in raw:
+        raise ConfigError(f"{path}: unknown field `source`")
+    raw["source"] = str(path)
+    try:
+        graph = msgspec.convert(raw, Graph)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from exc
+    if not _DEVICE.match(graph.device):
+        raise ConfigError(
+            f"{path}: `device` {graph.device!r} is not an OpenVINO device "
+            "(CPU, GPU, GPU.1, NPU, AUTO, AUTO:GPU,CPU, HETERO:GPU,CPU, ...)"
+        )
+    if check_paths and not graph.model_dir.is_dir():
+        raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
+    _check_speculative(path, graph, check_paths=check_paths)
+    _check_stateful(path, graph)
+    return graph
+
+
+def _check_stateful(path: Path, graph: Graph) -> None:
+    # `pipeline` AUTO resolves by looking into the model folder, which may not exist yet: the
+    # checks that need the kind only apply once it is known.
+    explicit = graph.pipeline in ("LM", "VLM") or (graph.pipeline == "AUTO" and is_npu(graph.device))
+    for key in STATEFUL_PROPERTIES:
+        value = graph.plugin_config.get(key)
+        if value is None:
+            continue
+        if not explicit:
+            raise ConfigError(
+                f"{path}: `plugin_config.{key}` applies to the stateful pipeline only (`pipeline` LM "
+                "or VLM, or a graph on NPU); continuous batching has no prompt limit of its own"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{path}: `plugin_config.{key}` must be a positive whole number of tokens")
+    if not explicit:
+        return
+    if graph.assisted is not None:
+        raise ConfigError(
+            f"{path}: speculative decoding and prompt lookup need continuous batching (`pipeline` LM_CB); "
+            "this graph runs the stateful pipeline"
+        )
+    if graph.scheduler != SchedulerSettings():
+        raise ConfigError(
+            f"{path}: `[scheduler]` configures continuous batching; this graph runs the stateful "
+            "pipeline (one request at a time), which has no scheduler: remove the section"
+        )
+    if not is_npu(graph.device) and graph.plugin_config.get("ATTENTION_BACKEND", "SDPA") != "SDPA":
+        raise ConfigError(f"{path}: the stateful pipeline runs with `plugin_config.ATTENTION_BACKEND` = \"SDPA\"")
+
+
+def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
+    if graph.draft_model_path is not None and graph.prompt_lookup:
+        raise ConfigError(
+            f"{path}: `draft_model_path` and `prompt_lookup = true` cannot be combined: choose "
+            "speculative decoding with a draft model or prompt-lookup decoding"
+        )
+    if graph.draft_model_path is None:
+        overrides = [
+            name
+            for name in ("draft_device", "draft_plugin_config")
+            if getattr(graph, name) is not None
+        ]
+        if graph.draft_scheduler != SchedulerOverrides():
+            overrides.append("draft_scheduler")
+        if overrides:
+            raise ConfigError(f"{path}: `{overrides[0]}` needs `draft_model_path`")
+    if graph.assisted is not None and graph.pipeline_kind == "VLM_CB":
+        raise ConfigError(f"{path}: speculative decoding and prompt lookup serve text models only (LM_CB)")
+    if graph.draft_device is not None and not _DEVICE.match(graph.draft_device):
+        raise ConfigError(f"{path}: `draft_device` {graph.draft_device!r} is not an OpenVINO device")
+    draft_dir = graph.draft_dir
+    if check_paths and draft_dir is not None and not draft_dir.is_dir():
+        raise ConfigError(f"{path}: `draft_model_path` {draft_dir} is not a directory")
+
+
+def load_graphs(directory: Path) -> list[Graph]:
+    """Every `*.toml` graph in `directory`, sorted by file name; names must be unique."""
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: graphs directory does not exist")
+    graphs = [load_graph(path) for path in sorted(directory.glob("*.toml"))]
+    if not graphs:
+        raise ConfigError(f"{directory}: no graph files (*.toml) found")
+    seen: dict[str, str] = {}
+    for graph in graphs:
+        if graph.name in seen:
+            raise ConfigError(
+                f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}"
+            )
+        seen[graph.name] = graph.source
+    return graphs
+
+
+def _describe(exc: msgspec.ValidationError) -> str:
+    # msgspec says "... - at `$.scheduler.cache_size`"; lead with the field path, TOML-style.
+    text = str(exc)
+    match = re.search(r" - at `\$\.?(.*)`$", text)
+    if not match:
+        return text
+    field = match.group(1) or "(top level)"
+    return f"`{field}`: {text[: match.start()]}"
