@@ -131,8 +131,14 @@ class SpeculativeSettings(_Config):
     """Prompt lookup: longest n-gram matched against the prompt."""
 
 
-class Graph(_Config):
-    """One served model."""
+class Graph(_Config, dict=True):
+    """One served model.
+
+    Plain data: where the model folders are and which pipeline serves it (`pipeline` AUTO looks
+    into the model folder) are resolved once, when the graph is built or decoded, not on every
+    access. They are kept out of the fields, so two graphs are equal when their files say the same
+    (a reload keeps the engine of an unchanged file, even if its model folder was re-exported).
+    """
 
     name: ModelName
     model_path: str
@@ -169,14 +175,22 @@ class Graph(_Config):
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 
+    def __post_init__(self) -> None:
+        # `dict=True` gives a frozen struct a __dict__ for values that are not fields.
+        model_dir = self._resolve(self.model_path)
+        self.__dict__["_model_dir"] = model_dir
+        self.__dict__["_draft_dir"] = None if self.draft_model_path is None else self._resolve(self.draft_model_path)
+        kind = self.pipeline
+        if kind == "AUTO":
+            kind = "VLM" if (model_dir / VISION_ENCODER_IR).is_file() else "LM"
+            # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
+            kind = kind if is_npu(self.device) else f"{kind}_CB"
+        self.__dict__["_pipeline_kind"] = kind
+
     @property
     def pipeline_kind(self) -> Literal["LM_CB", "VLM_CB", "LM", "VLM"]:
         """The pipeline actually served (AUTO resolved by the model folder and the device)."""
-        if self.pipeline != "AUTO":
-            return self.pipeline
-        kind = "VLM" if (self.model_dir / VISION_ENCODER_IR).is_file() else "LM"
-        # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
-        return kind if is_npu(self.device) else f"{kind}_CB"
+        return self.__dict__["_pipeline_kind"]
 
     @property
     def stateful(self) -> bool:
@@ -206,11 +220,12 @@ class Graph(_Config):
 
     @property
     def model_dir(self) -> Path:
-        return self._resolve(self.model_path)
+        """`model_path` resolved (against the graph file's directory when relative)."""
+        return self.__dict__["_model_dir"]
 
     @property
     def draft_dir(self) -> Path | None:
-        return None if self.draft_model_path is None else self._resolve(self.draft_model_path)
+        return self.__dict__["_draft_dir"]
 
     @property
     def assisted(self) -> Literal["draft", "lookup"] | None:
