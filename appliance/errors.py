@@ -21,6 +21,8 @@ into the OpenAI envelope `{"error": {"message", "type", "param", "code"}}`.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ApplianceError",
     "AuthenticationFailed",
@@ -34,6 +36,7 @@ __all__ = [
     "Overloaded",
     "PayloadTooLarge",
     "RequestTimedOut",
+    "validation_path",
 ]
 
 
@@ -131,3 +134,16 @@ class EngineFailure(ApplianceError):
 
 class ConfigError(Exception):
     """A graph file or setting is invalid; the message names the file and the field."""
+
+
+_AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
+
+
+def validation_path(message: str) -> tuple[str, str]:
+    """msgspec's validation message split into (reason, field path): "Expected `int`, got `str` -
+    at `$.limits.max_tokens`" gives ("Expected `int`, got `str`", "limits.max_tokens"); the path is
+    "" at the top level. Request bodies, graph files and settings all name fields this way."""
+    match = _AT_PATH.search(message)
+    if match is None:
+        return message, ""
+    return message[: match.start()], match.group(1)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, validation_path
 
 __all__ = ["DEFAULT_CONFIG", "Settings", "comma_list", "load_settings"]
 
@@ -170,7 +170,6 @@ def _check(values: dict[str, Any], where: str, *, strict: bool = True) -> Settin
     try:
         return msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
-        text = str(exc).replace("Object contains unknown field", "unknown key").replace(" - at `$.", " (key `")
-        if " (key `" in text:
-            text += ")"
+        reason, path = validation_path(str(exc))
+        text = reason.replace("Object contains unknown field", "unknown key") + (f" (key `{path}`)" if path else "")
         raise ConfigError(f"{where}: {text}") from exc

@@ -8,12 +8,11 @@ from typing import TypeVar
 
 import msgspec
 
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, validation_path
 
-__all__ = ["decode_body"]
+__all__ = ["convert_body", "decode_body", "decode_json"]
 
 T = TypeVar("T")
-_PATH = re.compile(r" - at `\$(.*)`$")
 _UNKNOWN = re.compile(r"^Object contains unknown field `([^`]*)`")
 
 
@@ -36,10 +35,27 @@ def decode_body(body: bytes, kind: type[T]) -> T:
         raise InvalidRequest("The request body is nested too deeply.", code="invalid_json") from None
 
 
+def decode_json(body: bytes) -> object:
+    """The body as plain JSON values, for a route that looks into it before it knows the struct
+    (then `convert_body`: the body is parsed once, never re-encoded)."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise InvalidRequest("The request body is nested too deeply.", code="invalid_json") from None
+
+
+def convert_body(value: object, kind: type[T]) -> T:
+    """`decode_json`'s values as `kind`, as strictly as `decode_body` and with the same errors."""
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(str(exc)) from None
+
+
 def _validation_error(text: str) -> InvalidRequest:
-    match = _PATH.search(text)
-    path = match.group(1).lstrip(".") if match else ""
-    reason = text[: match.start()] if match else text
+    reason, path = validation_path(text)
     unknown = _UNKNOWN.match(reason)
     if unknown:
         field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
