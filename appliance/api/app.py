@@ -71,8 +71,8 @@ def create_app(
 
     return Litestar(
         route_handlers=[
-            *openai_routes.routes, *tokenize_routes.routes, *ops_routes.routes, *openapi.routes,
-            *lmi_routes.routes, *elastic_routes.routes,
+            openai_routes.router, lmi_routes.router, elastic_routes.router,
+            *tokenize_routes.routes, *ops_routes.routes, *openapi.routes,
         ],
         dependencies={
             "models": Provide(provide(models), sync_to_thread=False),

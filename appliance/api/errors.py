@@ -1,7 +1,8 @@
 """Exception handlers: every error leaves the server as the OpenAI envelope.
 
 `{"error": {"message", "type", "param", "code"}}`, including Litestar's own 404/405/413 and
-validation errors, with `Retry-After` on 503s.
+validation errors, with `Retry-After` on 503s. The LMI and Elasticsearch routers answer in their own
+shapes through `error_response`, which sets `Retry-After` the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from litestar.exceptions import HTTPException
 
 from appliance.errors import ApplianceError
 
-__all__ = ["ClientDisconnected", "exception_handlers"]
+__all__ = ["ClientDisconnected", "error_response", "exception_handlers"]
 
 log = logging.getLogger("appliance.api")
 
@@ -37,11 +38,16 @@ def _envelope(status: int, message: str, type_: str, code: str | None, param: st
     )
 
 
-def _appliance_error(_: Request, exc: ApplianceError) -> Response:
-    response = Response(exc.to_dict(), status_code=exc.status, media_type="application/json")
+def error_response(exc: ApplianceError, payload: object) -> Response:
+    """`payload` (the error in some dialect's shape) with `exc`'s status and its Retry-After."""
+    response = Response(payload, status_code=exc.status, media_type="application/json")
     if exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
+
+
+def _appliance_error(_: Request, exc: ApplianceError) -> Response:
+    return error_response(exc, exc.to_dict())
 
 
 def _http_exception(request: Request, exc: HTTPException) -> Response:

@@ -1,0 +1,53 @@
+"""What every dialect's handlers share: watching for the client leaving, naming the request in the
+access log, and JSON answers. The OpenAI, LMI and Elasticsearch routes all use these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from litestar import Request, Response
+
+from appliance.api.errors import ClientDisconnected
+from appliance.api.gate import RequestRecord, current_record
+
+__all__ = ["json_response", "record_request", "unless_disconnected"]
+
+T = TypeVar("T")
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or ClientDisconnected (and `work` cancelled) if the client leaves first."""
+    # Litestar cancels a streaming body when the client leaves, but not a plain handler: watch the
+    # ASGI channel for http.disconnect ourselves and cancel the generation (freeing its KV blocks).
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    raise ClientDisconnected
+
+
+async def _disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def record_request(model: str, user: str | None) -> RequestRecord | None:
+    """The access-log record of this request, naming its model and user (None when served without
+    the gate, e.g. in tests); the handler adds the engine streams once submitted."""
+    record = current_record.get()
+    if record is not None:
+        record.model, record.user = model, user
+    return record
+
+
+def json_response(payload: object, status: int = 200) -> Response:
+    """`payload` as JSON with `status`."""
+    return Response(payload, status_code=status, media_type="application/json")
