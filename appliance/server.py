@@ -11,6 +11,7 @@ import uvicorn
 
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
+from appliance.api.route_labels import RouteLabels
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices
 from appliance.errors import ConfigError
@@ -84,6 +85,7 @@ def serve(settings: Settings) -> int:
         open_paths=open_paths,
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_allowed_origins,
+        route_labels=RouteLabels(app.routes),
     )
     config = uvicorn.Config(
         gated,

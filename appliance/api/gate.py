@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.api.route_labels import RouteLabels
 from appliance.metrics import Metrics
 
 __all__ = ["Gate", "RequestRecord", "current_record"]
@@ -26,14 +27,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-# Route labels for metrics: known routes by template, everything else as one label (a scanner
-# probing random paths must not create unbounded label values).
-_ROUTES = (
-    "/v1/chat/completions", "/v3/chat/completions", "/v1/completions", "/v3/completions",
-    "/v1/models", "/v3/models", "/health", "/health/live", "/stats", "/metrics", "/admin/reload",
-)
-
 
 @dataclass
 class RequestRecord:
@@ -48,15 +41,6 @@ class RequestRecord:
 current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
 
 
-def _route_label(path: str) -> str:
-    if path in _ROUTES:
-        return path
-    for prefix in ("/v1/models/", "/v3/models/"):
-        if path.startswith(prefix):
-            return prefix + "{model}"
-    return "other"
-
-
 class Gate:
     """ASGI middleware: authentication, metrics and access logging around `app`."""
 
@@ -69,9 +53,12 @@ class Gate:
         open_paths: Sequence[str] = ("/health", "/health/live"),
         allowed_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
+        route_labels: Callable[[Scope], str] = RouteLabels(),
     ) -> None:
+        """`route_labels`: the metric label of a request's route (see `RouteLabels`)."""
         self.app = app
         self.metrics = metrics
+        self._route_label = route_labels
         self._keys = [key.encode() for key in api_keys]
         self._open_paths = frozenset(open_paths)
         self._hosts = [host.lower() for host in allowed_hosts]
@@ -144,7 +131,7 @@ class Gate:
     def _finish(self, scope: Scope, record: RequestRecord, status: int, seconds: float) -> None:
         path = scope["path"]
         if self.metrics:
-            self.metrics.http_requests.labels(_route_label(path), scope["method"], str(status or 499)).inc()
+            self.metrics.http_requests.labels(self._route_label(scope), scope["method"], str(status or 499)).inc()
         if path in ("/health", "/health/live", "/metrics"):
             return  # probes every few seconds would drown the log
         streams = record.streams
