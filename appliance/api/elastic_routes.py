@@ -13,12 +13,12 @@ from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.errors import error_response
-from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.handling import open_recorded_chat
 from appliance.api.sse import HEADERS, named_events
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service import chat, elastic
+from appliance.service import elastic
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["router"]
@@ -38,10 +38,7 @@ async def chat_completion_stream(
     parsed = decode_json(raw) if raw.strip() else None
     engine = elastic.chat_engine(models, parsed, inference_id)
     body = convert_body(elastic.chat_body(parsed, engine.name), ChatCompletionRequest)
-    record = record_request(body.model, body.user)
-    call = await unless_disconnected(request, chat.open_chat(engine, body, media))
-    if record:
-        record.streams = [call.stream]
+    call = await open_recorded_chat(request, engine, body, media)
     return Stream(
         named_events(elastic.wrapped_chunks(call), "message"),
         media_type="text/event-stream",

@@ -1,5 +1,6 @@
 """What every dialect's handlers share: watching for the client leaving, naming the request in the
-access log, and JSON answers. The OpenAI, LMI and Elasticsearch routes all use these.
+access log, opening a chat call, and JSON answers. The OpenAI, LMI and Elasticsearch routes all use
+these.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from litestar import Request, Response
 
 from appliance.api.errors import ClientDisconnected
 from appliance.api.gate import RequestRecord, current_record
+from appliance.engine import EngineClient
+from appliance.media import ImageLoader
+from appliance.protocol.openai import ChatCompletionRequest
+from appliance.service.chat import ChatCall, open_chat
 
-__all__ = ["json_response", "record_request", "unless_disconnected"]
+__all__ = ["json_response", "open_recorded_chat", "record_request", "unless_disconnected"]
 
 T = TypeVar("T")
 
@@ -51,3 +56,15 @@ def record_request(model: str, user: str | None) -> RequestRecord | None:
 def json_response(payload: object, status: int = 200) -> Response:
     """`payload` as JSON with `status`."""
     return Response(payload, status_code=status, media_type="application/json")
+
+
+async def open_recorded_chat(
+    request: Request, engine: EngineClient, body: ChatCompletionRequest, media: ImageLoader
+) -> ChatCall:
+    """`body` planned and submitted to `engine` (cancelled if the client leaves first), its model,
+    user and stream named in the access log."""
+    record = record_request(body.model, body.user)
+    call = await unless_disconnected(request, open_chat(engine, body, media))
+    if record:
+        record.streams = [call.stream]
+    return call

@@ -14,7 +14,7 @@ from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_body
 from appliance.api.errors import error_response
-from appliance.api.handling import json_response, record_request, unless_disconnected
+from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError
@@ -22,7 +22,6 @@ from appliance.media import ImageLoader
 from appliance.protocol.lmi import InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.service import lmi
-from appliance.service.chat import open_chat
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["router"]
@@ -54,10 +53,7 @@ async def _chat(
     # LMI's chat schema makes `model` optional: the route already chose the model.
     parsed.setdefault("model", engine.name)
     body = convert_body(parsed, ChatCompletionRequest)
-    record = record_request(body.model, body.user)
-    call = await unless_disconnected(request, open_chat(engine, body, media))
-    if record:
-        record.streams = [call.stream]
+    call = await open_recorded_chat(request, engine, body, media)
     if body.stream:
         return _stream(call.chunks(), options, chat=True)
     return json_response(await unless_disconnected(request, call.completion()))

@@ -8,11 +8,10 @@ from litestar import Request, Response, Router, get, post
 from litestar.response import Stream
 
 from appliance.api.decoding import decode_body
-from appliance.api.handling import json_response, record_request, unless_disconnected
+from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
-from appliance.service import chat
 from appliance.service import openai as service
 from appliance.runtime.registry import ModelRegistry
 
@@ -24,11 +23,8 @@ _STARTED = int(time.time())
 @post(["/v1/chat/completions", "/v3/chat/completions"], status_code=200)
 async def chat_completions(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
-    record = record_request(body.model, body.user)
-    engine = models.get(body.model)
-    call = await unless_disconnected(request, chat.open_chat(engine, body, media))
-    if record:
-        record.streams = [call.stream]
+    record_request(body.model, body.user)  # the access log names the model even when it is unknown
+    call = await open_recorded_chat(request, models.get(body.model), body, media)
     if body.stream:
         return Stream(event_stream(call.chunks()), media_type="text/event-stream", headers=HEADERS)
     return json_response(await unless_disconnected(request, call.completion()))
