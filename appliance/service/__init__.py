@@ -1,1 +1,15 @@
-"""Turns validated API requests into engine requests and engine events into API responses."""
+"""Turns validated API requests into engine requests and engine events into API responses.
+
+A chat request is planned once, in this order (`chat.plan_chat`), then handed to the routes as one
+`chat.ChatCall`:
+
+- `prompt_limits`: cheap bounds on messages and tools, before any rendering;
+- `chat_prompt` (with `images`): the messages and template options the chat template receives;
+- `tool_plan`: whether tools are in play, decided once (template, parser, forced call);
+- `constraints` (with `tools` for a forced call): the output grammar, off the event loop;
+- `sampling` (with `speculative`): the engine's SamplingParams;
+- `chat_output` (with `reasoning`, `tools`, `streams`): engine events -> answer or chunks.
+
+`openai` serves completions and the tokenizer routes (`completion_output` builds their answers);
+`lmi` and `elastic` translate their dialects onto completions and chat.
+"""
