@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
-from appliance.engine import worker
+from appliance.engine import process as engine_process
 from appliance.graphfiles import Graph
 from appliance.engine.messages import (
     Accepted,
@@ -243,7 +243,7 @@ class EngineClient:
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(
-            target=worker.main, args=(self.graph, child_conn), name=f"engine-{self.name}", daemon=True
+            target=engine_process.main, args=(self.graph, child_conn), name=f"engine-{self.name}", daemon=True
         )
         process.start()
         child_conn.close()

@@ -9,7 +9,7 @@ Engine facts this relies on (openvino_genai 2026.4, measured on the demo model):
 
 Stop strings: the text ends right after the first stop string to complete (kept with
 `include_stop_str_in_output`) or right before it, never at the end of the token holding it. Where
-the pipeline matches them (several sequences on LM_CB, see `worker.py`) it only ends generation;
+the pipeline matches them (several sequences on LM_CB, see `batching.py`) it only ends generation;
 elsewhere (`match_stop_strings`) they are matched here, and tokens generated past the match (a
 step of speculative decoding makes several) are not counted.
 """

@@ -36,9 +36,8 @@ from typing import Any
 
 import openvino_genai
 
-from appliance.graphfiles import Graph
+from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
 from appliance.engine.messages import (
-    Accepted,
     Batch,
     Cancel,
     Detokenize,
@@ -50,16 +49,16 @@ from appliance.engine.messages import (
     Tokenize,
     encoder,
 )
-from appliance.engine.outputs import Detokenizer, RequestOutputs
+from appliance.engine.outputs import RequestOutputs
 from appliance.engine.pipelines import load_stateful_pipeline
-from appliance.engine.requests import PreparedSubmit, RequestPreparer, reason
+from appliance.engine.requests import PreparedSubmit, reason
 from appliance.engine.vlm import image_tensors
+from appliance.graphfiles import Graph
 
 __all__ = ["StatefulEngine"]
 
 log = logging.getLogger("appliance.engine")
 
-STATS_INTERVAL_S = 0.5
 _STATUS = openvino_genai.StreamingStatus
 _FINISH = openvino_genai.GenerationFinishReason
 
@@ -92,16 +91,11 @@ class _Output:
         return [math.nan] * len(self.generated_ids)
 
 
-class StatefulEngine:
+class StatefulEngine(Engine):
     """A stateful pipeline serving its FIFO queue of requests, one at a time."""
 
     def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.pipe = load_stateful_pipeline(graph)
-        self.tokenizer = self.pipe.get_tokenizer()
-        self.requests = RequestPreparer(graph, self.tokenizer)
-        self.max_context = self.requests.max_context
-        self._detokenizer = Detokenizer(self.tokenizer)
+        super().__init__(graph, load_stateful_pipeline(graph))
         self._jobs: dict[int, _Job] = {}
         """Accepted and not finished: the running one and the queued ones."""
         self._queue: deque[_Job] = deque()
@@ -155,22 +149,14 @@ class StatefulEngine:
         prepared = self.requests.prepare(submit, streamed_stop_strings=True)
         if isinstance(prepared, Rejected):
             return prepared
-        outputs = RequestOutputs(
-            openvino_genai,
-            self.tokenizer,
-            submit.params,
-            self.requests.token_texts,
-            self.requests.eos_token_id,
-            self._detokenizer,
-            match_stop_strings=True,
-        )
+        outputs = self.request_outputs(submit.params, match_stop_strings=True)
         final_ids = {self.requests.eos_token_id, *submit.params.stop_token_ids}
         job = _Job(request_id=submit.request_id, prepared=prepared, outputs=outputs, final_ids=final_ids)
         with self._wake:
             self._jobs[job.request_id] = job
             self._queue.append(job)
             self._wake.notify()
-        return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
+        return accepted(submit.request_id, prepared)
 
     def _stats(self) -> Stats:
         job = self._running

@@ -154,9 +154,9 @@ def test_engine_survives_a_failing_step(demo_root: Path) -> None:
     the engine serves the next request on a fresh pipeline."""
     from appliance.graphfiles import load_graph
     from appliance.engine.messages import Finished, SamplingParams, Submit, TextPrompt
-    from appliance.engine.worker import _Engine
+    from appliance.engine.batching import BatchingEngine
 
-    engine = _Engine(load_graph(demo_root / "graphs" / "demo-spec.toml"))
+    engine = BatchingEngine(load_graph(demo_root / "graphs" / "demo-spec.toml"))
 
     def run(request_id: int, assistant_tokens: int) -> list[Finished]:
         events: list = []

@@ -1,12 +1,5 @@
-"""The engine process: one model's pipeline, driven for the server process over a pipe.
-
-It runs in its own process because `step()`, `add_request()` and `Tokenizer.encode` hold the GIL
-(see ENGINE-NOTES): in the server process they would stall the HTTP event loop for a whole step.
-Commands arrive on a pipe (read by a thread, so the loop never blocks on it while requests run);
-events go back in `Batch` frames.
-
-Continuous-batching graphs (LM_CB, VLM_CB) run here, as an add_request/step loop with one `Batch`
-per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`.
+"""The continuous-batching engine (LM_CB, VLM_CB graphs): every request in flight advances one
+token per `step()` of a ContinuousBatchingPipeline, and each step's events leave in one `Batch`.
 
 Stop strings are matched here, in the decoded text (`RequestOutputs`, as the stateful engine does),
 and a request is stopped after the step that completed one. Measured on openvino_genai 2026.4 with
@@ -24,76 +17,34 @@ at its stop string.
 
 from __future__ import annotations
 
-import os
 import queue
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from appliance.engine.outputs import Detokenizer, RequestOutputs
-from appliance.engine.pipelines import load_pipeline
-from appliance.engine.requests import RequestPreparer, reason
-from appliance.engine.stateful import StatefulEngine
-from appliance.graphfiles import Graph
+import openvino_genai
+
+from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
 from appliance.engine.messages import (
-    Accepted,
     Batch,
     Cancel,
     Detokenize,
     EngineEvent,
-    LoadFailed,
-    Ready,
     Rejected,
     Shutdown,
     Stats,
     Submit,
     Tokenize,
-    ToEngineDecoder,
     encoder,
 )
+from appliance.engine.outputs import RequestOutputs
+from appliance.engine.pipelines import load_pipeline
+from appliance.engine.requests import reason
+from appliance.graphfiles import Graph
 
-STATS_INTERVAL_S = 0.5
+__all__ = ["BatchingEngine"]
 
-
-def main(graph: Graph, conn: Connection) -> None:
-    """Entry point of the engine process (multiprocessing spawn target)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # Ctrl+C reaches the whole process group: the server decides when its engines stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    started = time.monotonic()
-    try:
-        engine: _Engine | StatefulEngine = StatefulEngine(graph) if graph.stateful else _Engine(graph)
-    except Exception as exc:  # any load failure is reported, the process then exits
-        conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
-        return
-    vision = engine.requests.vision
-    vision_tokens = vision.native_tokens if vision is not None else []
-    conn.send_bytes(
-        encoder.encode(
-            Ready(
-                max_context=engine.max_context,
-                load_seconds=time.monotonic() - started,
-                vision_tokens=vision_tokens,
-            )
-        )
-    )
-    inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
-    threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
-    engine.run(conn, inbox)
-
-
-def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
-    # recv_bytes releases the GIL while it waits; EOF means the server is gone: stop.
-    decoder = ToEngineDecoder()
-    try:
-        while True:
-            message = decoder.feed(conn.recv_bytes())
-            if message is not None:
-                inbox.put(message)
-    except (EOFError, OSError):
-        inbox.put(Shutdown())
+_STATUS = openvino_genai.GenerationStatus
 
 
 @dataclass
@@ -107,19 +58,11 @@ class _Active:
     max_new_tokens: int = 0
 
 
-class _Engine:
+class BatchingEngine(Engine):
     """A continuous-batching pipeline: every request in flight advances one token per `step()`."""
 
     def __init__(self, graph: Graph) -> None:
-        import openvino_genai as genai
-
-        self._genai = genai
-        self.graph = graph
-        self.pipe = load_pipeline(graph)
-        self.tokenizer = self.pipe.get_tokenizer()
-        self.requests = RequestPreparer(graph, self.tokenizer)
-        self.max_context = self.requests.max_context
-        self.detokenizer = Detokenizer(self.tokenizer)
+        super().__init__(graph, load_pipeline(graph))
         self.vision = self.requests.vision
         self.stop_strings_break_pipeline = graph.pipeline_kind == "VLM_CB" or graph.assisted is not None
         """Stop strings never reach this pipeline (see the module docstring)."""
@@ -196,15 +139,7 @@ class _Engine:
                 )
         else:
             handle = self.pipe.add_request(submit.request_id, prepared.input_ids, prepared.config)
-        outputs = RequestOutputs(
-            self._genai,
-            self.tokenizer,
-            params,
-            self.requests.token_texts,
-            self.requests.eos_token_id,
-            self.detokenizer,
-            match_stop_strings=match_stop_strings,
-        )
+        outputs = self.request_outputs(params, match_stop_strings=match_stop_strings)
         self.active[submit.request_id] = _Active(
             handle=handle,
             prompt_tokens=prepared.prompt_tokens,
@@ -212,12 +147,11 @@ class _Engine:
             assistant_tokens=params.num_assistant_tokens if self.graph.assisted else 0,
             max_new_tokens=prepared.max_new_tokens,
         )
-        return Accepted(request_id=submit.request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
+        return accepted(submit.request_id, prepared)
 
     def _collect(self, events: list[EngineEvent]) -> bool:
         """Read every request's new tokens into events; whether one was dropped while running
         (ended at a stop string)."""
-        genai = self._genai
         finished_ids = []
         dropped_running = False
         # Read every handle first, then decode all new tokens of this step in one batch.
@@ -233,7 +167,7 @@ class _Engine:
             states.append((request_id, active, handle, done, handle.get_status()))
         self.detokenizer.flush()
         for request_id, active, handle, done, status in states:
-            running = status == genai.GenerationStatus.RUNNING and not done
+            running = status == _STATUS.RUNNING and not done
             stopped_by_string = running and not active.cancelled and active.outputs.stop_string_matched()
             if stopped_by_string:
                 # Ends now (`status` was read before it): dropping the handle below frees its KV blocks.
@@ -244,9 +178,9 @@ class _Engine:
                 continue
             # A cancelled request reads back as IGNORED in this release: trust our own flag first.
             failure = None
-            if active.cancelled or status in (genai.GenerationStatus.CANCEL, genai.GenerationStatus.STOP):
+            if active.cancelled or status in (_STATUS.CANCEL, _STATUS.STOP):
                 failure = "cancelled"
-            elif status == genai.GenerationStatus.IGNORED:
+            elif status == _STATUS.IGNORED:
                 failure = "error"
             events.extend(
                 active.outputs.finish(

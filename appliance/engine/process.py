@@ -1,0 +1,66 @@
+"""The engine process: one model's pipeline, driven for the server process over a pipe.
+
+It runs in its own process because `step()`, `add_request()` and `Tokenizer.encode` hold the GIL
+(see ENGINE-NOTES): in the server process they would stall the HTTP event loop for a whole step.
+Commands arrive on a pipe (read by a thread, so the loop never blocks on it while requests run);
+events go back in `Batch` frames.
+
+Continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`, as an add_request/step loop with
+one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from multiprocessing.connection import Connection
+
+from appliance.engine.base import Engine
+from appliance.engine.batching import BatchingEngine
+from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
+from appliance.engine.stateful import StatefulEngine
+from appliance.graphfiles import Graph
+
+__all__ = ["main"]
+
+
+def main(graph: Graph, conn: Connection) -> None:
+    """Entry point of the engine process (multiprocessing spawn target)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Ctrl+C reaches the whole process group: the server decides when its engines stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    started = time.monotonic()
+    try:
+        engine: Engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
+    except Exception as exc:  # any load failure is reported, the process then exits
+        conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
+        return
+    vision = engine.requests.vision
+    vision_tokens = vision.native_tokens if vision is not None else []
+    conn.send_bytes(
+        encoder.encode(
+            Ready(
+                max_context=engine.max_context,
+                load_seconds=time.monotonic() - started,
+                vision_tokens=vision_tokens,
+            )
+        )
+    )
+    inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+    threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
+    engine.run(conn, inbox)
+
+
+def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+    # recv_bytes releases the GIL while it waits; EOF means the server is gone: stop.
+    decoder = ToEngineDecoder()
+    try:
+        while True:
+            message = decoder.feed(conn.recv_bytes())
+            if message is not None:
+                inbox.put(message)
+    except (EOFError, OSError):
+        inbox.put(Shutdown())
