@@ -1,4 +1,4 @@
-"""The hang watchdog (`supervisor.restart_hung_engines` with `EngineClient.silent_seconds`): an
+"""The hang watchdog (`runtime.watchdog.restart_hung_engines` with `EngineClient.silent_seconds`): an
 engine that makes no progress shows as stalled, then is killed, whether or not clients wait."""
 
 from __future__ import annotations
