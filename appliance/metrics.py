@@ -12,7 +12,26 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
-_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+_LATENCY_BUCKETS = (
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 _TOKEN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 
 
@@ -21,47 +40,88 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.http_requests = Counter(
-            "appliance_http_requests", "HTTP requests by route, method and status", ["route", "method", "status"], registry=r
+            "appliance_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=r,
         )
         self.requests = Counter(
-            "appliance_requests", "Generation requests finished, by model and finish reason", ["model", "finish_reason"], registry=r
+            "appliance_requests",
+            "Generation requests finished, by model and finish reason",
+            ["model", "finish_reason"],
+            registry=r,
         )
         self.prompt_tokens = Counter("appliance_prompt_tokens", "Prompt tokens processed", ["model"], registry=r)
         self.generation_tokens = Counter("appliance_generation_tokens", "Tokens generated", ["model"], registry=r)
         self.time_to_first_token = Histogram(
-            "appliance_time_to_first_token_seconds", "Time from submission to the first generated token", ["model"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "appliance_time_to_first_token_seconds",
+            "Time from submission to the first generated token",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.inter_token_latency = Histogram(
-            "appliance_inter_token_latency_seconds", "Time between consecutive generated tokens", ["model"],
-            buckets=_TOKEN_BUCKETS, registry=r,
+            "appliance_inter_token_latency_seconds",
+            "Time between consecutive generated tokens",
+            ["model"],
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
         )
         self.time_per_output_token = Histogram(
-            "appliance_request_time_per_output_token_seconds", "Per request: (end - first token) / (tokens - 1)", ["model"],
-            buckets=_TOKEN_BUCKETS, registry=r,
+            "appliance_request_time_per_output_token_seconds",
+            "Per request: (end - first token) / (tokens - 1)",
+            ["model"],
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
         )
         self.e2e_latency = Histogram(
-            "appliance_e2e_request_latency_seconds", "Time from submission to the last token", ["model"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "appliance_e2e_request_latency_seconds",
+            "Time from submission to the last token",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
-        self.in_flight = Gauge("appliance_requests_in_flight", "Requests accepted and not finished", ["model"], registry=r)
-        self.running = Gauge("appliance_num_requests_running", "Requests scheduled in the pipeline", ["model"], registry=r)
-        self.waiting = Gauge("appliance_num_requests_waiting", "Requests in the pipeline waiting to be scheduled", ["model"], registry=r)
-        self.kv_cache_usage = Gauge("appliance_kv_cache_usage_ratio", "Fraction of the KV cache in use (0..1)", ["model"], registry=r)
+        self.in_flight = Gauge(
+            "appliance_requests_in_flight", "Requests accepted and not finished", ["model"], registry=r
+        )
+        self.running = Gauge(
+            "appliance_num_requests_running", "Requests scheduled in the pipeline", ["model"], registry=r
+        )
+        self.waiting = Gauge(
+            "appliance_num_requests_waiting", "Requests in the pipeline waiting to be scheduled", ["model"], registry=r
+        )
+        self.kv_cache_usage = Gauge(
+            "appliance_kv_cache_usage_ratio", "Fraction of the KV cache in use (0..1)", ["model"], registry=r
+        )
         self.spec_draft_tokens = Counter(
-            "appliance_spec_draft_tokens", "Speculative decoding / prompt lookup: candidate tokens validated", ["model"], registry=r
+            "appliance_spec_draft_tokens",
+            "Speculative decoding / prompt lookup: candidate tokens validated",
+            ["model"],
+            registry=r,
         )
         self.spec_accepted_tokens = Counter(
-            "appliance_spec_accepted_tokens", "Speculative decoding / prompt lookup: candidate tokens accepted", ["model"], registry=r
+            "appliance_spec_accepted_tokens",
+            "Speculative decoding / prompt lookup: candidate tokens accepted",
+            ["model"],
+            registry=r,
         )
         self.spec_acceptance_rate = Gauge(
-            "appliance_spec_acceptance_rate", "Accepted / candidate tokens since the server started (0..1)", ["model"], registry=r
+            "appliance_spec_acceptance_rate",
+            "Accepted / candidate tokens since the server started (0..1)",
+            ["model"],
+            registry=r,
         )
-        self.model_ready = Gauge("appliance_model_ready", "1 when the model is loaded and serving", ["model"], registry=r)
-        self.engine_restarts = Counter("appliance_engine_restarts", "Engine processes restarted after a failure", ["model"], registry=r)
+        self.model_ready = Gauge(
+            "appliance_model_ready", "1 when the model is loaded and serving", ["model"], registry=r
+        )
+        self.engine_restarts = Counter(
+            "appliance_engine_restarts", "Engine processes restarted after a failure", ["model"], registry=r
+        )
         self.event_loop_lag = Histogram(
-            "appliance_event_loop_lag_seconds", "How late the server's event loop runs a 10 ms timer",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5), registry=r,
+            "appliance_event_loop_lag_seconds",
+            "How late the server's event loop runs a 10 ms timer",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5),
+            registry=r,
         )
 
     def render(self) -> bytes:

@@ -33,8 +33,11 @@ log = logging.getLogger("appliance.server")
 
 def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
+
     def prepare(directory: Path) -> list[Graph]:
-        return [_with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory, available_devices())]
+        return [
+            _with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory, available_devices())
+        ]
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)

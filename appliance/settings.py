@@ -42,9 +42,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         32 * 1024 * 1024
     )
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _about("how much the server logs")] = "info"
-    drain_seconds: Annotated[
-        float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)
-    ] = 30.0
+    drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
+        30.0
+    )
     api_key_file: Annotated[
         str,
         _about(

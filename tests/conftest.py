@@ -27,7 +27,9 @@ def demo_root() -> Path:
     from appliance.tools.demo import build_demo
 
     build_demo(
-        DEMO_CACHE, ["demo-chat", "demo-vision", "demo-spec", "demo-lookup"], log=lambda line: print(line, file=sys.stderr)
+        DEMO_CACHE,
+        ["demo-chat", "demo-vision", "demo-spec", "demo-lookup"],
+        log=lambda line: print(line, file=sys.stderr),
     )
     return DEMO_CACHE
 

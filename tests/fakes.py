@@ -10,22 +10,22 @@ from __future__ import annotations
 import asyncio
 
 from appliance.engine.client import EngineClient
-from appliance.graphfiles import Graph, Limits
 from appliance.engine.messages import (
     Accepted,
     Batch,
     Cancel,
     ChatPrompt,
     Delta,
-    Finished,
     Detokenize,
     Detokenized,
+    Finished,
     Rejected,
     Submit,
     ToEngineDecoder,
     Tokenize,
     Tokenized,
 )
+from appliance.graphfiles import Graph, Limits
 
 
 def fake_graph(name: str = "fake", max_queued_requests: int = 512) -> Graph:
@@ -69,7 +69,11 @@ class FakeEngineClient(EngineClient):
             return
         if isinstance(command, Tokenize):
             prompt = command.prompt
-            words = " ".join(str(m.get("content", "")) for m in prompt.messages).split() if isinstance(prompt, ChatPrompt) else prompt.text.split()
+            words = (
+                " ".join(str(m.get("content", "")) for m in prompt.messages).split()
+                if isinstance(prompt, ChatPrompt)
+                else prompt.text.split()
+            )
             tokens = [len(word) for word in words]
             self._dispatch(Batch(events=[Tokenized(request_id=command.request_id, tokens=tokens, token_strs=words)]))
             return
@@ -84,7 +88,15 @@ class FakeEngineClient(EngineClient):
         words = text.split()
         request_id = command.request_id
         if len(words) > self.context_words:
-            self._dispatch(Batch(events=[Rejected(request_id=request_id, message="too long", code="context_length_exceeded", param="messages")]))
+            self._dispatch(
+                Batch(
+                    events=[
+                        Rejected(
+                            request_id=request_id, message="too long", code="context_length_exceeded", param="messages"
+                        )
+                    ]
+                )
+            )
             return
         limit = command.params.max_new_tokens or 16
         if self.script is not None:
@@ -96,8 +108,7 @@ class FakeEngineClient(EngineClient):
             # With n > 1 every sequence is the same reply, as from a greedy engine; `index` tells them apart.
             for index in range(command.params.n):
                 events += [
-                    Delta(request_id=request_id, text=piece, tokens=i + 1, index=index)
-                    for i, piece in enumerate(reply)
+                    Delta(request_id=request_id, text=piece, tokens=i + 1, index=index) for i, piece in enumerate(reply)
                 ]
                 reason = "length" if len(reply) == limit else "stop"
                 events.append(

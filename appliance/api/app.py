@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
 from contextlib import asynccontextmanager
+from typing import Any
 
 from litestar import Litestar
 from litestar.di import Provide
@@ -16,9 +16,9 @@ from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
+from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.service.lmi import LmiOptions
-from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["create_app"]
 
@@ -71,8 +71,12 @@ def create_app(
 
     return Litestar(
         route_handlers=[
-            openai_routes.router, lmi_routes.router, elastic_routes.router,
-            *tokenize_routes.routes, *ops_routes.routes, *openapi.routes,
+            openai_routes.router,
+            lmi_routes.router,
+            elastic_routes.router,
+            *tokenize_routes.routes,
+            *ops_routes.routes,
+            *openapi.routes,
         ],
         dependencies={
             "models": Provide(provide(models), sync_to_thread=False),

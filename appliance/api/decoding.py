@@ -60,8 +60,7 @@ def _validation_error(text: str) -> InvalidRequest:
     if unknown:
         field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
         return InvalidRequest(
-            f"Unrecognized request argument supplied: {field}. See docs/api.md for the parameters "
-            "this server honours.",
+            f"Unrecognized request argument supplied: {field}. See docs/api.md for the parameters this server honours.",
             param=field,
             code="unknown_parameter",
         )

@@ -18,8 +18,8 @@ from appliance.api.sse import HEADERS, named_events
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service import elastic
 from appliance.runtime.registry import ModelRegistry
+from appliance.service import elastic
 
 __all__ = ["router"]
 
@@ -29,7 +29,10 @@ def _elastic_error(_: Request, exc: ApplianceError) -> Response:
     return error_response(exc, {"error": {"root_cause": [cause], **cause}, "status": exc.status})
 
 
-@post(["/_inference/chat_completion/{inference_id:str}/_stream", "/_inference/{inference_id:str}/_stream"], status_code=200)
+@post(
+    ["/_inference/chat_completion/{inference_id:str}/_stream", "/_inference/{inference_id:str}/_stream"],
+    status_code=200,
+)
 async def chat_completion_stream(
     request: Request, inference_id: str, models: ModelRegistry, media: ImageLoader
 ) -> Stream:

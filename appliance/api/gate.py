@@ -28,6 +28,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+
 @dataclass
 class RequestRecord:
     """What the access log says about one request; handlers fill in model, user and streams."""
@@ -53,12 +54,12 @@ class Gate:
         open_paths: Sequence[str] = ("/health", "/health/live"),
         allowed_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
-        route_labels: Callable[[Scope], str] = RouteLabels(),
+        route_labels: Callable[[Scope], str] | None = None,
     ) -> None:
-        """`route_labels`: the metric label of a request's route (see `RouteLabels`)."""
+        """`route_labels`: the metric label of a request's route (default: `RouteLabels()`)."""
         self.app = app
         self.metrics = metrics
-        self._route_label = route_labels
+        self._route_label = route_labels or RouteLabels()
         self._keys = [key.encode() for key in api_keys]
         self._open_paths = frozenset(open_paths)
         self._hosts = [host.lower() for host in allowed_hosts]
@@ -88,7 +89,13 @@ class Gate:
             send_wrapper = _with_cors(send_wrapper, cors)
         try:
             if self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
-                await _error(send_wrapper, 400, "The Host header is not one this server answers to.", "invalid_request_error", "invalid_host")
+                await _error(
+                    send_wrapper,
+                    400,
+                    "The Host header is not one this server answers to.",
+                    "invalid_request_error",
+                    "invalid_host",
+                )
             elif scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
                 await _preflight(send_wrapper, allowed=cors is not None)
             elif self._keys and scope["path"] not in self._open_paths and not self._authorized(scope):

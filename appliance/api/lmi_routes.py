@@ -21,8 +21,8 @@ from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.lmi import InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service import lmi
 from appliance.runtime.registry import ModelRegistry
+from appliance.service import lmi
 
 __all__ = ["router"]
 

@@ -12,8 +12,8 @@ from appliance.api.handling import json_response, open_recorded_chat, record_req
 from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
-from appliance.service import openai as service
 from appliance.runtime.registry import ModelRegistry
+from appliance.service import openai as service
 
 __all__ = ["router"]
 

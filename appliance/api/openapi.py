@@ -48,7 +48,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
         413: "body too large",
         503: "model not ready or overloaded",
     }
-    return {str(s): {"description": descriptions[s], "content": _json({"$ref": _REF.format(name="ErrorResponse")})} for s in statuses}
+    return {
+        str(s): {"description": descriptions[s], "content": _json({"$ref": _REF.format(name="ErrorResponse")})}
+        for s in statuses
+    }
 
 
 def _generation(request: str, response: str, chunk: str, summary: str) -> dict[str, Any]:
@@ -82,9 +85,18 @@ def _generation(request: str, response: str, chunk: str, summary: str) -> dict[s
 def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
     """The document; with `model_names`, `model` fields list the served models as an enum."""
     types = [
-        api.ChatCompletionRequest, api.ChatCompletion, api.ChatCompletionChunk,
-        api.CompletionRequest, api.Completion, api.Model, api.ModelList, ErrorResponse,
-        tokenize.TokenizeRequest, tokenize.TokenizeResponse, tokenize.DetokenizeRequest, tokenize.DetokenizeResponse,
+        api.ChatCompletionRequest,
+        api.ChatCompletion,
+        api.ChatCompletionChunk,
+        api.CompletionRequest,
+        api.Completion,
+        api.Model,
+        api.ModelList,
+        ErrorResponse,
+        tokenize.TokenizeRequest,
+        tokenize.TokenizeResponse,
+        tokenize.DetokenizeRequest,
+        tokenize.DetokenizeResponse,
     ]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)
     if model_names:
@@ -97,13 +109,22 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         )
         paths[f"{prefix}/completions"] = _generation("CompletionRequest", "Completion", "Completion", "Text completion")
         paths[f"{prefix}/models"] = {
-            "get": {"summary": "Served models", "responses": {"200": {"description": "models", "content": _json({"$ref": _REF.format(name="ModelList")})}, **_errors(401)}}
+            "get": {
+                "summary": "Served models",
+                "responses": {
+                    "200": {"description": "models", "content": _json({"$ref": _REF.format(name="ModelList")})},
+                    **_errors(401),
+                },
+            }
         }
         paths[f"{prefix}/models/{{model_id}}"] = {
             "get": {
                 "summary": "One served model",
                 "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "the model", "content": _json({"$ref": _REF.format(name="Model")})}, **_errors(401, 404)},
+                "responses": {
+                    "200": {"description": "the model", "content": _json({"$ref": _REF.format(name="Model")})},
+                    **_errors(401, 404),
+                },
             }
         }
     for prefix in ("", "/v1", "/v3"):
@@ -115,18 +136,28 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
                 "post": {
                     "summary": name.capitalize(),
                     "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name=request)})},
-                    "responses": {"200": {"description": name, "content": _json({"$ref": _REF.format(name=response)})}, **_errors(400, 401, 404, 413, 503)},
+                    "responses": {
+                        "200": {"description": name, "content": _json({"$ref": _REF.format(name=response)})},
+                        **_errors(400, 401, 404, 413, 503),
+                    },
                 }
             }
     paths["/health"] = {
         "get": {
             "summary": "Readiness",
-            "responses": {"200": {"description": "every model ready"}, "503": {"description": "a model is loading or failed"}},
+            "responses": {
+                "200": {"description": "every model ready"},
+                "503": {"description": "a model is loading or failed"},
+            },
         }
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "appliance", "version": __version__, "description": "OpenAI-compatible API of the OpenVINO GenAI appliance"},
+        "info": {
+            "title": "appliance",
+            "version": __version__,
+            "description": "OpenAI-compatible API of the OpenVINO GenAI appliance",
+        },
         "paths": paths,
         "components": {"schemas": components},
     }

@@ -10,8 +10,8 @@ from appliance.api.loop_monitor import LoopMonitor
 from appliance.engine import EngineClient
 from appliance.errors import NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
-from appliance.runtime.reload import Reloader
 from appliance.runtime.registry import ModelRegistry
+from appliance.runtime.reload import Reloader
 
 __all__ = ["routes"]
 

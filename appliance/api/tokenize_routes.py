@@ -6,8 +6,8 @@ from litestar import Request, post
 
 from appliance.api.decoding import decode_body
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
-from appliance.service import openai as service
 from appliance.runtime.registry import ModelRegistry
+from appliance.service import openai as service
 
 __all__ = ["routes"]
 

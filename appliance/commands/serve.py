@@ -23,8 +23,7 @@ _MIB = 1024 * 1024
 _GROUPS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "LMI / SageMaker /invocations": (None, ("invocations_model", "lmi_output_formatter", "tgi_compat")),
     "chat images": (
-        "Vision graphs take images as base64 data URLs always; as http(s) URLs and local paths only "
-        "when enabled here.",
+        "Vision graphs take images as base64 data URLs always; as http(s) URLs and local paths only when enabled here.",
         (
             "allowed_media_domains",
             "allowed_media_networks",

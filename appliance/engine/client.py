@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
 from appliance.engine import process as engine_process
-from appliance.graphfiles import Graph
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -46,7 +45,15 @@ from appliance.engine.messages import (
     encode_to_engine,
     encoder,
 )
-from appliance.errors import RequestTimedOut, ContextLengthExceeded, EngineFailure, InvalidRequest, ModelNotReady, Overloaded
+from appliance.errors import (
+    ContextLengthExceeded,
+    EngineFailure,
+    InvalidRequest,
+    ModelNotReady,
+    Overloaded,
+    RequestTimedOut,
+)
+from appliance.graphfiles import Graph
 from appliance.metrics import Metrics
 
 __all__ = ["EngineClient", "RequestStream", "Reservation"]
@@ -253,7 +260,9 @@ class EngineClient:
             target=_write_frames, args=(parent_conn, self._outbox), name=f"to-{self.name}", daemon=True
         ).start()
         self._loop.add_reader(parent_conn.fileno(), self._on_readable)
-        log.info("engine %s: loading %s on %s (pid %d)", self.name, self.graph.model_dir, self.graph.device, process.pid)
+        log.info(
+            "engine %s: loading %s on %s (pid %d)", self.name, self.graph.model_dir, self.graph.device, process.pid
+        )
 
     def kill(self, reason: str) -> None:
         """Kill a hung engine process; its death is handled like a crash (errors, then restart)."""
@@ -303,8 +312,7 @@ class EngineClient:
         self._check_ready()
         if self.in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
-                f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; "
-                "try again shortly.",
+                f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; try again shortly.",
                 retry_after=1,
             )
 
@@ -405,10 +413,18 @@ class EngineClient:
             self._restarts = 0
             self._ready.set()
             self._update_gauges()
-            log.info("engine %s: ready in %.1f s (context %d tokens)", self.name, message.load_seconds, message.max_context)
+            log.info(
+                "engine %s: ready in %.1f s (context %d tokens)", self.name, message.load_seconds, message.max_context
+            )
         elif isinstance(message, LoadFailed):
             self.load_error = message.message
-            log.error("engine %s: failed to load %s on %s: %s", self.name, self.graph.model_dir, self.graph.device, message.message)
+            log.error(
+                "engine %s: failed to load %s on %s: %s",
+                self.name,
+                self.graph.model_dir,
+                self.graph.device,
+                message.message,
+            )
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id

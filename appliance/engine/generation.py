@@ -11,7 +11,9 @@ from appliance.engine.messages import SamplingParams
 __all__ = ["generation_config"]
 
 
-def generation_config(params: SamplingParams, max_new_tokens: int, *, eos_token_id: int) -> openvino_genai.GenerationConfig:
+def generation_config(
+    params: SamplingParams, max_new_tokens: int, *, eos_token_id: int
+) -> openvino_genai.GenerationConfig:
     """The pipeline's config for one request. Always sets max_new_tokens (its default is 2^64-1).
 
     Raises (from `validate()`) on a combination the pipeline refuses, before the request is added.

@@ -46,7 +46,9 @@ class TokenTexts:
         if raw is None:
             raw = self._tokenizer.decode([token_id], skip_special_tokens=False).encode()
         # A token holding part of a UTF-8 character shows its bytes as \xNN (as OpenAI does).
-        return TokenLogprob(token=raw.decode("utf-8", "backslashreplace"), logprob=logprob, bytes=list(raw), id=token_id)
+        return TokenLogprob(
+            token=raw.decode("utf-8", "backslashreplace"), logprob=logprob, bytes=list(raw), id=token_id
+        )
 
 
 # The detokenizer decodes the ids since the last newline: decoding is prefix-stable for the
@@ -72,7 +74,11 @@ class Detokenizer:
     def flush(self) -> None:
         pending, self._pending = list(self._pending.values()), {}
         for skip in (True, False):
-            group = [(sequence, final) for sequence, skip_special, final in pending if skip_special is skip and sequence.window]
+            group = [
+                (sequence, final)
+                for sequence, skip_special, final in pending
+                if skip_special is skip and sequence.window
+            ]
             if not group:
                 continue
             texts = self._tokenizer.decode([sequence.window for sequence, _ in group], skip_special_tokens=skip)
@@ -212,8 +218,12 @@ class RequestOutputs:
             if sequence is None:
                 events.append(
                     Finished(
-                        request_id=request_id, finish_reason=failure or "stop", prompt_tokens=prompt_tokens,
-                        completion_tokens=0, error=error, index=index,
+                        request_id=request_id,
+                        finish_reason=failure or "stop",
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=0,
+                        error=error,
+                        index=index,
                     )
                 )
                 continue
@@ -269,7 +279,12 @@ class RequestOutputs:
             return 0
         pending = "".join(sequence.chunks)
         return max(
-            (size for stop in self._params.stop for size in range(min(len(stop) - 1, len(pending)), 0, -1) if pending.endswith(stop[:size])),
+            (
+                size
+                for stop in self._params.stop
+                for size in range(min(len(stop) - 1, len(pending)), 0, -1)
+                if pending.endswith(stop[:size])
+            ),
             default=0,
         )
 

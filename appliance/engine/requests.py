@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 
 from appliance.engine.generation import generation_config
-from appliance.graphfiles import Graph, is_npu
 from appliance.engine.messages import (
     ChatPrompt,
     Detokenize,
@@ -29,6 +28,7 @@ from appliance.engine.messages import (
 from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
+from appliance.graphfiles import Graph, is_npu
 
 __all__ = ["PreparedSubmit", "RequestPreparer", "reason"]
 
@@ -75,7 +75,11 @@ class RequestPreparer:
         prompt_param = "messages" if isinstance(submit.prompt, ChatPrompt) else "prompt"
         input_ids = vision_request = None
         try:
-            text = render_chat(self.tokenizer, submit.prompt) if isinstance(submit.prompt, ChatPrompt) else submit.prompt.text
+            text = (
+                render_chat(self.tokenizer, submit.prompt)
+                if isinstance(submit.prompt, ChatPrompt)
+                else submit.prompt.text
+            )
             if self.vision is not None:
                 images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
                 vision_request = self.vision.prepare(text, images)

@@ -57,7 +57,9 @@ class VisionRequests:
         self.exact_counts = self._image_tokens is not None
         self.native_tokens = [
             text
-            for text in (tokenizer.decode([token], skip_special_tokens=False) for token in native_token_ids(graph.model_dir))
+            for text in (
+                tokenizer.decode([token], skip_special_tokens=False) for token in native_token_ids(graph.model_dir)
+            )
             if text.strip()
         ]
         self._warned_count = False

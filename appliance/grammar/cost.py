@@ -129,7 +129,9 @@ def grammar_cost(text: str) -> GrammarCost:
             "with no way to end the recursion)."
         )
     _check_repeated_items(rules)
-    return GrammarCost(bytes=len(text.encode()), rules=len(rules), states=sum(_states(body, rules) for body in rules.values()))
+    return GrammarCost(
+        bytes=len(text.encode()), rules=len(rules), states=sum(_states(body, rules) for body in rules.values())
+    )
 
 
 def check_grammar(text: str, budget: GrammarBudget) -> GrammarCost:

@@ -245,7 +245,9 @@ class RuleSet:
         lower = self._free(unit, power - 1)
         tail = "" if lower == '""' else f" {lower}"
         return self._memo(
-            (unit, "free", power), f"{unit}_upto{16**power - 1}", lambda: f"{self._power(unit, power - 1)}{{0,15}}{tail}"
+            (unit, "free", power),
+            f"{unit}_upto{16**power - 1}",
+            lambda: f"{self._power(unit, power - 1)}{{0,15}}{tail}",
         )
 
     def _upto(self, unit: str, count: int) -> str:

@@ -24,15 +24,47 @@ MAX_DIGITS = 16
 MAX_DEPTH = 24
 """Deepest nesting of schemas (each level adds at most two groups; the grammar allows 64)."""
 _ANNOTATIONS = {
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$defs", "definitions", "discriminator",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
+    "discriminator",
 }
 _ASSERTIONS = {
-    "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
-    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
-    "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "type",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
 }
 _TYPES = ("string", "integer", "number", "boolean", "null", "object", "array")
 # Formats written as regular expressions (each generated value is a valid instance).
@@ -60,7 +92,9 @@ def _json(rules: RuleSet, kind: str) -> str:
     if kind == "number":
         return rules.shared(
             "json-number",
-            lambda: f'{_json(rules, "integer")} ("." {_digits(1, MAX_DIGITS, rules)})? ([eE] [-+]? {_digits(1, 3, rules)})?',
+            lambda: (
+                f'{_json(rules, "integer")} ("." {_digits(1, MAX_DIGITS, rules)})? ([eE] [-+]? {_digits(1, 3, rules)})?'
+            ),
         )
     string, value = _json(rules, "string"), "json-value"  # json-value refers to itself (nesting)
 
@@ -341,7 +375,10 @@ class _Converter:
         if (minimum or 0) > len(set(required)) or (maximum is not None and maximum < len(members)):
             raise GrammarError("`minProperties`/`maxProperties` beside `properties` are not supported.", path)
         entries = [
-            (name in required, f"{literal(_compact(name) + ':')} {SPACE} {self.expression(sub, _join(path, 'properties', name))}")
+            (
+                name in required,
+                f"{literal(_compact(name) + ':')} {SPACE} {self.expression(sub, _join(path, 'properties', name))}",
+            )
             for name, sub in members.items()
         ]
         return '"{" ' + _members(entries, self.rules) + ' "}"'

@@ -13,7 +13,17 @@ import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
-from appliance.grammar.ebnf import ANY_CHAR, GrammarError, Ranges, RuleSet, char_class, literal, normalize, repeat, subtract
+from appliance.grammar.ebnf import (
+    ANY_CHAR,
+    GrammarError,
+    Ranges,
+    RuleSet,
+    char_class,
+    literal,
+    normalize,
+    repeat,
+    subtract,
+)
 
 __all__ = ["regex_expression", "regex_grammar"]
 

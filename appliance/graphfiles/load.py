@@ -79,7 +79,7 @@ def _check_stateful(path: Path, graph: Graph) -> None:
             "pipeline (one request at a time), which has no scheduler: remove the section"
         )
     if not is_npu(graph.device) and graph.plugin_config.get("ATTENTION_BACKEND", "SDPA") != "SDPA":
-        raise ConfigError(f"{path}: the stateful pipeline runs with `plugin_config.ATTENTION_BACKEND` = \"SDPA\"")
+        raise ConfigError(f'{path}: the stateful pipeline runs with `plugin_config.ATTENTION_BACKEND` = "SDPA"')
 
 
 def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
@@ -89,11 +89,7 @@ def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
             "speculative decoding with a draft model or prompt-lookup decoding"
         )
     if graph.draft_model_path is None:
-        overrides = [
-            name
-            for name in ("draft_device", "draft_plugin_config")
-            if getattr(graph, name) is not None
-        ]
+        overrides = [name for name in ("draft_device", "draft_plugin_config") if getattr(graph, name) is not None]
         if graph.draft_scheduler != SchedulerOverrides():
             overrides.append("draft_scheduler")
         if overrides:
@@ -117,9 +113,7 @@ def load_graphs(directory: Path) -> list[Graph]:
     seen: dict[str, str] = {}
     for graph in graphs:
         if graph.name in seen:
-            raise ConfigError(
-                f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}"
-            )
+            raise ConfigError(f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}")
         seen[graph.name] = graph.source
     return graphs
 

@@ -13,7 +13,6 @@ from typing import Annotated, Literal
 
 import msgspec
 
-
 __all__ = [
     "STATEFUL_PROPERTIES",
     "GenerationDefaults",

@@ -99,8 +99,7 @@ def parse_source(url: str, policy: MediaPolicy) -> ImageSource:
     scheme = _SCHEME.match(url)
     if scheme:
         raise _refuse(
-            f"Image URL scheme '{scheme.group(1)}:' is not supported; use a data URL, http(s) or "
-            "a local path."
+            f"Image URL scheme '{scheme.group(1)}:' is not supported; use a data URL, http(s) or a local path."
         )
     raise _refuse("Image URL is neither a data URL, an http(s) URL nor an absolute local path.")
 

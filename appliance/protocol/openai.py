@@ -429,4 +429,3 @@ class Model(_Response):
 class ModelList(_Response):
     data: list[Model]
     object: Literal["list"] = "list"
-

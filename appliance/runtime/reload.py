@@ -114,7 +114,9 @@ class Reloader:
             fresh = self._make_engine(engine.graph)
             fresh.start()
             if not await self._loaded(fresh):
-                log.error("engine %s: the replacement failed to load (%s); keeping the old one", engine.name, fresh.load_error)
+                log.error(
+                    "engine %s: the replacement failed to load (%s); keeping the old one", engine.name, fresh.load_error
+                )
                 await fresh.stop()
                 return False
             self._retire(self.registry.put(fresh))

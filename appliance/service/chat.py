@@ -77,7 +77,9 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> Cha
         logprobs=request.logprobs,
         grammar=grammar,
         # Tool-call markers are often special tokens: keep them in the text the parser reads.
-        skip_special_tokens=tools.parser is None if request.skip_special_tokens is None else request.skip_special_tokens,
+        skip_special_tokens=tools.parser is None
+        if request.skip_special_tokens is None
+        else request.skip_special_tokens,
     )
     return ChatPlan(
         messages=messages,

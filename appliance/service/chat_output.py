@@ -141,7 +141,11 @@ async def chat_completion_chunks(
 
     def chunk(choices: list[ChunkChoice], usage: CompletionUsage | None = None) -> ChatCompletionChunk:
         return ChatCompletionChunk(
-            id=chunk_id, created=created, model=request.model, choices=choices, usage=usage,
+            id=chunk_id,
+            created=created,
+            model=request.model,
+            choices=choices,
+            usage=usage,
             object="chat.completion.chunk",
         )
 

@@ -95,6 +95,8 @@ def template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[s
             )
     return {
         "template_kwargs": kwargs,
-        "add_generation_prompt": not request.continue_final_message if add_generation_prompt is None else add_generation_prompt,
+        "add_generation_prompt": not request.continue_final_message
+        if add_generation_prompt is None
+        else add_generation_prompt,
         "continue_final_message": request.continue_final_message,
     }

@@ -9,7 +9,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 from appliance.engine import Finished, RequestStream, TokenLogprob
-from appliance.protocol.openai import Completion, CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionUsage
+from appliance.protocol.openai import (
+    Completion,
+    CompletionChoice,
+    CompletionLogprobs,
+    CompletionRequest,
+    CompletionUsage,
+)
 from appliance.service.streams import Usage, finish_reason, merged, new_id
 
 __all__ = ["completion", "completion_chunks"]
@@ -59,7 +65,9 @@ async def completion(request: CompletionRequest, streams: Sequence[RequestStream
         model=request.model,
         choices=[
             CompletionChoice(
-                index=index, text=text, finish_reason=reasons[index],
+                index=index,
+                text=text,
+                finish_reason=reasons[index],
                 logprobs=logprobs[index].value if logprobs is not None else None,
             )
             for index, text in enumerate(texts)
@@ -76,7 +84,12 @@ async def completion_chunks(request: CompletionRequest, streams: Sequence[Reques
 
     def chunk(choices: list[CompletionChoice], usage: CompletionUsage | None = None) -> Completion:
         return Completion(
-            id=completion_id, created=created, model=request.model, choices=choices, usage=usage, object="text_completion"
+            id=completion_id,
+            created=created,
+            model=request.model,
+            choices=choices,
+            usage=usage,
+            object="text_completion",
         )
 
     async for stream_index, event in merged(streams):

@@ -17,7 +17,6 @@ from collections import OrderedDict
 
 import msgspec
 
-from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
 from appliance.grammar import (
     GrammarError,
@@ -29,6 +28,7 @@ from appliance.grammar import (
 )
 from appliance.grammar.cost import GrammarBudget, check_grammar
 from appliance.grammar.ebnf import RuleSet, literal
+from appliance.graphfiles import Graph
 from appliance.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -36,7 +36,7 @@ from appliance.protocol.openai import (
     ResponseFormatJSONSchema,
     StructuredOutputs,
 )
-from appliance.service.tool_plan import ToolPlan
+from appliance.service.tool_plan import NO_TOOLS, ToolPlan
 from appliance.service.tools import forced_call_grammar
 
 __all__ = ["constrained_output", "output_grammar"]
@@ -92,16 +92,16 @@ def _budgeted(grammar: str, param: str, graph: Graph, schemas: dict[str, object]
 
 
 async def constrained_output(
-    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = ToolPlan()
+    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
 ) -> str | None:
     """`output_grammar`, built on a worker thread (a large schema takes a while) and remembered."""
     chat = isinstance(request, ChatCompletionRequest)
-    fields = (
-        [request.response_format, request.tools, request.tool_choice, request.parallel_tool_calls] if chat else []
-    )
+    fields = [request.response_format, request.tools, request.tool_choice, request.parallel_tool_calls] if chat else []
     if not any(fields) and request.structured_outputs is None:
         return None
-    key = msgspec.json.encode([graph.name, graph.tool_parser, graph.limits.max_grammar_states, request.structured_outputs, *fields])
+    key = msgspec.json.encode(
+        [graph.name, graph.tool_parser, graph.limits.max_grammar_states, request.structured_outputs, *fields]
+    )
     if key not in _remembered:
         try:
             _remembered[key] = await asyncio.to_thread(output_grammar, request, graph, tools)
@@ -117,7 +117,7 @@ async def constrained_output(
 
 
 def output_grammar(
-    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = ToolPlan()
+    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
 ) -> str | None:
     """The grammar the output must follow, or None. Runs in time linear in the constraint's size.
     `tools`: the request's tool plan (a forced call is one source of a grammar)."""

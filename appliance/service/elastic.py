@@ -13,8 +13,8 @@ from typing import Any
 
 from appliance.engine import EngineClient
 from appliance.errors import InvalidRequest
-from appliance.service.chat import ChatCall
 from appliance.runtime.registry import ModelRegistry
+from appliance.service.chat import ChatCall
 
 __all__ = ["chat_body", "chat_engine", "wrapped_chunks"]
 

@@ -15,10 +15,10 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from appliance.graphfiles import Graph
 from appliance.engine.messages import ImageData
 from appliance.engine.vision import PIPELINE_TAG_PATTERN, image_tag
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph
 from appliance.media import DecodedImage, ImageLoader, ImageSource
 from appliance.protocol.openai import ImageURLPart
 

@@ -33,8 +33,8 @@ from appliance.protocol.lmi import (
     Token,
 )
 from appliance.protocol.openai import CompletionRequest
-from appliance.service import openai as openai_service
 from appliance.runtime.registry import ModelRegistry
+from appliance.service import openai as openai_service
 from appliance.service.streams import finish_reason, merged
 
 __all__ = [
@@ -48,7 +48,14 @@ __all__ = [
     "stream_lines",
 ]
 
-_UNHONOURED = ("typical_p", "truncate", "early_stopping", "prompt_logprobs", "spaces_between_special_tokens", "bad_sequences")
+_UNHONOURED = (
+    "typical_p",
+    "truncate",
+    "early_stopping",
+    "prompt_logprobs",
+    "spaces_between_special_tokens",
+    "bad_sequences",
+)
 
 
 @dataclass(frozen=True)
@@ -113,9 +120,7 @@ def _completion_request(model: str, request: InvocationRequest) -> CompletionReq
             code="unsupported_parameter",
         )
     if request.stream and (params.n > 1 or (params.best_of or 1) > 1 or (params.num_beams or 1) > 1):
-        raise InvalidRequest(
-            "n, best_of and num_beams above 1 need stream=false (as in LMI).", param="parameters.n"
-        )
+        raise InvalidRequest("n, best_of and num_beams above 1 need stream=false (as in LMI).", param="parameters.n")
     if request.stream and not isinstance(request.inputs, str):
         raise InvalidRequest("A list of inputs cannot be streamed; send one input per request.", param="inputs")
     if request.stream and params.decoder_input_details:
@@ -149,7 +154,6 @@ def _completion_request(model: str, request: InvocationRequest) -> CompletionReq
         logprobs=0,
         stream=request.stream,
     )
-
 
 
 @dataclass

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph
 from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool
 
 __all__ = ["CHARS_PER_TOKEN", "MAX_TOOLS", "check_messages"]
@@ -35,7 +35,9 @@ such a prompt may fit and still be refused: a bound, not a count. Not counted: r
 which chat templates often drop from earlier turns."""
 
 
-def check_messages(messages: Sequence[Message], graph: Graph, max_context: int, tools: Sequence[Tool] | None = None) -> None:
+def check_messages(
+    messages: Sequence[Message], graph: Graph, max_context: int, tools: Sequence[Tool] | None = None
+) -> None:
     """Refuse (400, param "messages" or "tools") a conversation too large to be worth rendering.
 
     `max_context`: the model's context in tokens (0 while unknown: the text is not bounded).
@@ -43,7 +45,9 @@ def check_messages(messages: Sequence[Message], graph: Graph, max_context: int, 
     """
     if tools and len(tools) > MAX_TOOLS:
         raise InvalidRequest(
-            f"Too many tools: {len(tools)}; at most {MAX_TOOLS} per request.", param="tools", code="array_above_max_length"
+            f"Too many tools: {len(tools)}; at most {MAX_TOOLS} per request.",
+            param="tools",
+            code="array_above_max_length",
         )
     limit = graph.limits.max_messages
     if len(messages) > limit:

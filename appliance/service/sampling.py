@@ -6,9 +6,9 @@ combinations the engine cannot honour, each refused with a 400 naming the parame
 
 from __future__ import annotations
 
-from appliance.graphfiles import Graph
 from appliance.engine import SamplingParams
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 from appliance.service.speculative import assisted_decoding
 
@@ -81,8 +81,7 @@ def sampling_params(
             value = getattr(request, name)
             if value is not None and not (name == "temperature" and value == 0):
                 raise _unsupported(
-                    f"{name} cannot be combined with best_of > 1: best_of selects beam search, which "
-                    "does not sample.",
+                    f"{name} cannot be combined with best_of > 1: best_of selects beam search, which does not sample.",
                     name,
                 )
     else:
@@ -126,7 +125,9 @@ def sampling_params(
         best_of=best_of,
         length_penalty=1.0 if request.length_penalty is None else request.length_penalty,
         logprobs=logprobs,
-        skip_special_tokens=(request.skip_special_tokens is not False) if skip_special_tokens is None else skip_special_tokens,
+        skip_special_tokens=(request.skip_special_tokens is not False)
+        if skip_special_tokens is None
+        else skip_special_tokens,
         grammar=grammar,
         num_assistant_tokens=assisted.num_assistant_tokens,
         assistant_confidence_threshold=assisted.assistant_confidence_threshold,
@@ -143,4 +144,6 @@ def _check_stateful(graph: Graph, *, n: int, best_of: int, logprobs: bool) -> No
         name = "n" if n > 1 else "best_of"
         raise _unsupported(f"{name} > 1 is not supported: {where}, which returns one sequence per request.", name)
     if logprobs:
-        raise _unsupported(f"logprobs are not supported: {where}, which reports no per-token log probabilities.", "logprobs")
+        raise _unsupported(
+            f"logprobs are not supported: {where}, which reports no per-token log probabilities.", "logprobs"
+        )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 
 __all__ = ["AssistedDecoding", "MAX_SAMPLED_ASSISTANT_TOKENS", "assisted_decoding"]

@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.graphfiles import Graph
 from appliance.errors import InvalidRequest
+from appliance.graphfiles import Graph
 from appliance.protocol.openai import ChatCompletionRequest, NamedToolChoice, Tool, ToolCall
 
-__all__ = ["ToolPlan", "template_tool_calls"]
+__all__ = ["NO_TOOLS", "ToolPlan", "template_tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ToolPlan:
         if graph.tool_parser is None:
             raise InvalidRequest(
                 f"Model '{graph.name}' has no tool parser in its graph file (`tool_parser`), so it cannot "
-                "return tool calls; send tool_choice \"none\" or leave out tools.",
+                'return tool calls; send tool_choice "none" or leave out tools.',
                 param="tools",
                 code="unsupported_parameter",
             )
@@ -83,6 +83,10 @@ def _template_tool(tool: Tool) -> dict[str, Any]:
         function["description"] = tool.function.description
     function["parameters"] = tool.function.parameters or {"type": "object", "properties": {}}
     return {"type": "function", "function": function}
+
+
+NO_TOOLS = ToolPlan()
+"""A request without tools."""
 
 
 def template_tool_calls(calls: list[ToolCall], where: str) -> list[dict[str, Any]]:

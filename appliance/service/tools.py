@@ -301,7 +301,11 @@ def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, p
         function = tool.function
         if name is not None and function.name != name:
             continue
-        schema = function.parameters if function.parameters is not None else {"type": "object", "properties": {}, "additionalProperties": False}
+        schema = (
+            function.parameters
+            if function.parameters is not None
+            else {"type": "object", "properties": {}, "additionalProperties": False}
+        )
         try:
             arguments = schema_expression(schema, rules, f"tools[{index}].function.parameters")
         except GrammarError as exc:

@@ -54,7 +54,9 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         help=f"NPU graphs: longest prompt in tokens (MAX_PROMPT_LEN, default {DEFAULT_MAX_PROMPT_LEN})",
     )
     parser.add_argument("--task", help="optimum task, when it cannot be inferred (e.g. image-text-to-text)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)")
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)"
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
     return parser
 
@@ -144,8 +146,15 @@ def _run_optimum_cli(
     npu: bool = False,
 ) -> None:
     command = [
-        sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-        "--model", source, "--weight-format", weight_format,
+        sys.executable,
+        "-m",
+        "optimum.commands.optimum_cli",
+        "export",
+        "openvino",
+        "--model",
+        source,
+        "--weight-format",
+        weight_format,
     ]
     if npu and weight_format == "int4":
         # NPU runs symmetric int4 weights, every layer compressed (OpenVINO's "GenAI on NPU" guide).
@@ -157,7 +166,11 @@ def _run_optimum_cli(
         command.append("--trust-remote-code")
     command.append(str(out))
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     tail: list[str] = []
     assert process.stdout is not None
@@ -233,8 +246,4 @@ def render_graph(
             f"MAX_PROMPT_LEN = {max_prompt_len}     # longest prompt in tokens; longer ones get a 400\n"
             f"MIN_RESPONSE_LEN = {DEFAULT_MIN_RESPONSE_LEN}   # room for the answer beyond it\n"
         )
-    return head + (
-        "\n[scheduler]\n"
-        "cache_size = 2            # GB of KV cache\n"
-        "max_num_batched_tokens = 512\n"
-    )
+    return head + ("\n[scheduler]\ncache_size = 2            # GB of KV cache\nmax_num_batched_tokens = 512\n")

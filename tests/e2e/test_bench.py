@@ -28,12 +28,14 @@ def _graph(demo_root: Path, tmp_path: Path) -> Path:
 
 
 def test_raw_stateful_baseline_queues_requests(demo_root: Path, tmp_path: Path) -> None:
-    from appliance.tools.bench.raw import RawStatefulPipeline, Tokenizer
     from appliance.graphfiles import load_graph
+    from appliance.tools.bench.raw import RawStatefulPipeline, Tokenizer
 
     graph = load_graph(_graph(demo_root, tmp_path))
     tokenizer = Tokenizer(graph.model_dir)
-    prompts = [Prompt(text=text, ids=tuple(tokenizer.encode(text))) for text in ("the license", "a license", "licenses")]
+    prompts = [
+        Prompt(text=text, ids=tuple(tokenizer.encode(text))) for text in ("the license", "a license", "licenses")
+    ]
     results, duration = RawStatefulPipeline(graph).run_level(prompts, concurrency=2, output_tokens=8)
     assert [(r.ok, r.output_tokens, len(r.chunk_times)) for r in results] == [(True, 8, 8)] * 3
     # Two clients sent at once: the second waits for the first, so it takes longer in all.

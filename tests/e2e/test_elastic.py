@@ -102,7 +102,9 @@ def test_openai_route_accepts_elasticsearch_body(server: RunningServer, override
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] <= 256
     if isinstance(overrides.get("tool_choice"), dict):
         # (With "required" a random model may keep adding calls until max_completion_tokens.)
-        calls = [call for chunk in chunks for choice in chunk["choices"] for call in choice["delta"].get("tool_calls") or []]
+        calls = [
+            call for chunk in chunks for choice in chunk["choices"] for call in choice["delta"].get("tool_calls") or []
+        ]
         assert calls and calls[0]["function"]["name"] == "get_current_price"
 
 
@@ -135,7 +137,7 @@ SEED_EXAMPLES = {
                     {
                         "id": "call_KcAjWtAww20AihPHphUh46Gd",
                         "type": "function",
-                        "function": {"name": "get_current_weather", "arguments": "{\"location\":\"Boston, MA\"}"},
+                        "function": {"name": "get_current_weather", "arguments": '{"location":"Boston, MA"}'},
                     }
                 ],
             },
@@ -179,9 +181,7 @@ def test_inference_id_names_the_model_when_the_body_does_not(server: RunningServ
 
 
 def test_errors_before_the_stream_use_the_elasticsearch_body(server: RunningServer) -> None:
-    response = httpx.post(
-        f"{server.url}/_inference/chat_completion/{MODEL}/_stream", json={"messages": []}, timeout=30
-    )
+    response = httpx.post(f"{server.url}/_inference/chat_completion/{MODEL}/_stream", json={"messages": []}, timeout=30)
     assert response.status_code == 400
     error = response.json()
     assert error["status"] == 400

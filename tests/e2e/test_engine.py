@@ -39,7 +39,9 @@ def test_16_concurrent_streams_complete_with_correct_outputs(server, openai_clie
     expected = [
         openai_client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=32, temperature=0
-        ).choices[0].message.content
+        )
+        .choices[0]
+        .message.content
         for p in prompts
     ]
 

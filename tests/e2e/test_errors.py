@@ -43,7 +43,10 @@ def assert_error(response: httpx.Response, status: int, param: str | None = None
         ({"model": MODEL, "messages": USER, "n": 0}, "n"),
         ({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        ({"model": MODEL, "messages": [{"role": "user", "content": [{"type": "audio"}]}]}, "messages[0].content[0].type"),
+        (
+            {"model": MODEL, "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
+            "messages[0].content[0].type",
+        ),
         ({"model": MODEL, "messages": USER, "logit_bias": {"1": 2}}, "logit_bias"),
         ({"model": MODEL, "messages": USER, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
     ],
@@ -83,7 +86,9 @@ def test_context_length_exceeded(server) -> None:
 def test_image_on_text_model(server) -> None:
     body = {
         "model": MODEL,
-        "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}],
+        "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}
+        ],
     }
     assert_error(post(server, body), 400, param="messages[0].content[0]")
 

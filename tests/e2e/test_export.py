@@ -35,8 +35,15 @@ def run_export(*args: str) -> subprocess.CompletedProcess[str]:
 def test_export_then_serve(hf_model: Path, tmp_path: Path) -> None:
     models, graphs = tmp_path / "models", tmp_path / "graphs"
     result = run_export(
-        str(hf_model), "--name", "tiny-export", "--weight-format", "int8",
-        "--models-dir", str(models), "--graphs-dir", str(graphs),
+        str(hf_model),
+        "--name",
+        "tiny-export",
+        "--weight-format",
+        "int8",
+        "--models-dir",
+        str(models),
+        "--graphs-dir",
+        str(graphs),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[1/3]" in result.stdout and "[3/3]" in result.stdout and "chat template renders" in result.stdout
@@ -65,8 +72,19 @@ def test_export_for_npu_writes_a_stateful_graph(hf_model: Path, tmp_path: Path) 
 
     models, graphs = tmp_path / "models", tmp_path / "graphs"
     result = run_export(
-        str(hf_model), "--name", "tiny-npu", "--weight-format", "int4", "--device", "NPU",
-        "--max-prompt-len", "512", "--models-dir", str(models), "--graphs-dir", str(graphs),
+        str(hf_model),
+        "--name",
+        "tiny-npu",
+        "--weight-format",
+        "int4",
+        "--device",
+        "NPU",
+        "--max-prompt-len",
+        "512",
+        "--models-dir",
+        str(models),
+        "--graphs-dir",
+        str(graphs),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     # NPU's weights: symmetric int4 on every layer (nncf records what it did in the IR).
@@ -76,7 +94,10 @@ def test_export_for_npu_writes_a_stateful_graph(hf_model: Path, tmp_path: Path) 
     assert (graph.device, graph.pipeline_kind, graph.max_prompt_len, graph.min_response_len) == ("NPU", "LM", 512, 128)
     # This machine has no NPU: the graph is refused at start-up, naming the file and the device.
     check = subprocess.run(
-        [sys.executable, "-m", "appliance", "check", "--graphs", str(graphs)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "appliance", "check", "--graphs", str(graphs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert check.returncode != 0
     assert "tiny-npu.toml" in check.stderr and "asks for device NPU" in check.stderr

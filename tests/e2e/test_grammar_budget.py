@@ -45,8 +45,14 @@ class StreamWatch:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "Talk"}], "stream": True,
-                "max_tokens": 300, "temperature": 0, "ignore_eos": True}
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "Talk"}],
+            "stream": True,
+            "max_tokens": 300,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
         with httpx.Client(timeout=120) as client:
             while not self._stop.is_set():
                 last = time.monotonic()
@@ -121,14 +127,17 @@ def assert_valid_when_finished(client: openai.OpenAI, schema: dict, seeds: range
 def test_integer_fields_are_served(openai_client: openai.OpenAI, watch: StreamWatch) -> None:
     schema = {"type": "object", "properties": {"age": {"type": "integer"}}}
     assert_valid_when_finished(openai_client, schema)
-    for bounds in ({"minimum": 0}, {"exclusiveMaximum": 0}, {"minimum": -10**12, "maximum": 10**15}):
+    for bounds in ({"minimum": 0}, {"exclusiveMaximum": 0}, {"minimum": -(10**12), "maximum": 10**15}):
         assert_valid_when_finished(openai_client, {"type": "integer", **bounds}, range(1, 3))
     assert_valid_when_finished(openai_client, {"type": "number", "minimum": 0.5}, range(1, 3))
 
 
 def test_forced_tool_call_with_integer_parameters(openai_client: openai.OpenAI, watch: StreamWatch) -> None:
-    parameters = {"type": "object", "properties": {"count": {"type": "integer", "minimum": 0}, "id": {"type": "integer"}},
-                  "required": ["count", "id"]}
+    parameters = {
+        "type": "object",
+        "properties": {"count": {"type": "integer", "minimum": 0}, "id": {"type": "integer"}},
+        "required": ["count", "id"],
+    }
     tools = [{"type": "function", "function": {"name": "order", "parameters": parameters}}]
     reply = openai_client.chat.completions.create(
         model=MODEL, messages=ASK, max_tokens=120, seed=3, tools=tools, tool_choice="required"
@@ -198,12 +207,29 @@ NESTED = "((a{0,10000}){0,10000}){0,10000}"
     ("fields", "param"),
     [
         ({"extra_body": {"structured_outputs": {"regex": NESTED}}}, "structured_outputs.regex"),
-        ({"response_format": schema_format({"type": "string", "pattern": NESTED})}, "response_format.json_schema.schema.pattern"),
-        ({"extra_body": {"structured_outputs": {"grammar": 'root ::= (("a"{0,10000}){0,10000}){0,10000}'}}}, "structured_outputs.grammar"),
+        (
+            {"response_format": schema_format({"type": "string", "pattern": NESTED})},
+            "response_format.json_schema.schema.pattern",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"grammar": 'root ::= (("a"{0,10000}){0,10000}){0,10000}'}}},
+            "structured_outputs.grammar",
+        ),
         (
             {
-                "tools": [{"type": "function", "function": {"name": "f", "parameters": {
-                    "type": "object", "properties": {"x": {"type": "string", "pattern": NESTED}}, "required": ["x"]}}}],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"x": {"type": "string", "pattern": NESTED}},
+                                "required": ["x"],
+                            },
+                        },
+                    }
+                ],
                 "tool_choice": "required",
             },
             "tools[0].function.parameters.properties.x.pattern",
@@ -211,7 +237,9 @@ NESTED = "((a{0,10000}){0,10000}){0,10000}"
     ],
     ids=["regex", "schema-pattern", "grammar", "tool-parameter"],
 )
-def test_nested_repetitions_are_refused(openai_client: openai.OpenAI, watch: StreamWatch, fields: dict, param: str) -> None:
+def test_nested_repetitions_are_refused(
+    openai_client: openai.OpenAI, watch: StreamWatch, fields: dict, param: str
+) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=8, **fields)
     assert info.value.param == param, info.value.param
@@ -242,27 +270,65 @@ def deep_schema(depth: int) -> dict:
 @pytest.mark.parametrize(
     ("fields", "param", "message"),
     [
-        ({"response_format": schema_format(deep_schema(400))}, "response_format.json_schema.schema.properties.a", "nests more than"),
-        ({"extra_body": {"structured_outputs": {"grammar": "root ::= " + "(" * 2000 + '"a"' + ")" * 2000}}}, "structured_outputs.grammar", "nest"),
-        ({"extra_body": {"structured_outputs": {"regex": "(" * 2000 + "a" + ")" * 2000}}}, "structured_outputs.regex", "nest"),
-        ({"response_format": schema_format({"$ref": "#"})}, "response_format.json_schema.schema", "No output can satisfy"),
         (
-            {"response_format": schema_format({"type": "object", "properties": {"me": {"$ref": "#"}}, "required": ["me"]})},
+            {"response_format": schema_format(deep_schema(400))},
+            "response_format.json_schema.schema.properties.a",
+            "nests more than",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"grammar": "root ::= " + "(" * 2000 + '"a"' + ")" * 2000}}},
+            "structured_outputs.grammar",
+            "nest",
+        ),
+        (
+            {"extra_body": {"structured_outputs": {"regex": "(" * 2000 + "a" + ")" * 2000}}},
+            "structured_outputs.regex",
+            "nest",
+        ),
+        (
+            {"response_format": schema_format({"$ref": "#"})},
             "response_format.json_schema.schema",
             "No output can satisfy",
         ),
         (
-            {"extra_body": {"structured_outputs": {"regex": "(" + "|".join(f".{{16}}{c}" for c in "abcdefghijklmnopqrstu") + ")"}}},
+            {
+                "response_format": schema_format(
+                    {"type": "object", "properties": {"me": {"$ref": "#"}}, "required": ["me"]}
+                )
+            },
+            "response_format.json_schema.schema",
+            "No output can satisfy",
+        ),
+        (
+            {
+                "extra_body": {
+                    "structured_outputs": {
+                        "regex": "(" + "|".join(f".{{16}}{c}" for c in "abcdefghijklmnopqrstu") + ")"
+                    }
+                }
+            },
             "structured_outputs.regex",
             "too complex",
         ),
         (
-            {"response_format": schema_format({"type": "array", "items": {"type": "string", "pattern": "^([a-z]{16}|[0-9]{16}){1,9}$"}})},
+            {
+                "response_format": schema_format(
+                    {"type": "array", "items": {"type": "string", "pattern": "^([a-z]{16}|[0-9]{16}){1,9}$"}}
+                )
+            },
             "response_format.json_schema.schema.items.pattern",
             "too complex",
         ),
     ],
-    ids=["schema-400-deep", "grammar-2000-groups", "regex-2000-groups", "ref-root", "required-self", "regex-over-budget", "schema-over-budget"],
+    ids=[
+        "schema-400-deep",
+        "grammar-2000-groups",
+        "regex-2000-groups",
+        "ref-root",
+        "required-self",
+        "regex-over-budget",
+        "schema-over-budget",
+    ],
 )
 def test_unhonourable_constraints_are_400(
     server: RunningServer, openai_client: openai.OpenAI, watch: StreamWatch, fields: dict, param: str, message: str
@@ -298,7 +364,12 @@ leaves = st.one_of(
     st.builds(lambda b: {"type": "integer", **b}, bounds("integer")),
     st.builds(lambda b: {"type": "number", **b}, bounds("number")),
     st.builds(
-        lambda low, high, extra: {"type": "string", **({"minLength": low} if low else {}), **({"maxLength": high} if high is not None else {}), **extra},
+        lambda low, high, extra: {
+            "type": "string",
+            **({"minLength": low} if low else {}),
+            **({"maxLength": high} if high is not None else {}),
+            **extra,
+        },
         st.integers(0, 4),
         st.one_of(st.none(), st.integers(0, 12), st.sampled_from([100, 1000, 10000])),
         st.sampled_from([{}, {}, {"format": "date"}, {"format": "uuid"}, {"pattern": "^[a-z]{1,6}(-[0-9]{1,3})?$"}]),
@@ -312,28 +383,51 @@ leaves = st.one_of(
 
 def containers(children: st.SearchStrategy[dict]) -> st.SearchStrategy[dict]:
     def array(items: dict, low: int, high: int | None) -> dict:
-        return {"type": "array", "items": items, **({"minItems": low} if low else {}), **({"maxItems": high} if high is not None else {})}
+        return {
+            "type": "array",
+            "items": items,
+            **({"minItems": low} if low else {}),
+            **({"maxItems": high} if high is not None else {}),
+        }
 
     def object_(properties: dict, required: list[str], closed: bool) -> dict:
-        return {"type": "object", "properties": properties, "required": [name for name in required if name in properties],
-                **({"additionalProperties": False} if closed else {})}
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": [name for name in required if name in properties],
+            **({"additionalProperties": False} if closed else {}),
+        }
 
     return st.one_of(
         st.builds(array, children, st.integers(0, 2), st.one_of(st.none(), st.integers(2, 40))),
-        st.builds(object_, st.dictionaries(names, children, min_size=1, max_size=6), st.lists(names, max_size=3, unique=True), st.booleans()),
+        st.builds(
+            object_,
+            st.dictionaries(names, children, min_size=1, max_size=6),
+            st.lists(names, max_size=3, unique=True),
+            st.booleans(),
+        ),
         st.builds(lambda options: {"anyOf": options}, st.lists(children, min_size=2, max_size=3)),
     )
 
 
 def with_defs(schema: dict, shared: dict) -> dict:
-    return {"$defs": {"shared": shared}, "type": "object",
-            "properties": {"first": {"$ref": "#/$defs/shared"}, "rest": {"type": "array", "items": {"$ref": "#/$defs/shared"}}, "body": schema},
-            "required": ["body"]}
+    return {
+        "$defs": {"shared": shared},
+        "type": "object",
+        "properties": {
+            "first": {"$ref": "#/$defs/shared"},
+            "rest": {"type": "array", "items": {"$ref": "#/$defs/shared"}},
+            "body": schema,
+        },
+        "required": ["body"],
+    }
 
 
 schemas = st.one_of(
     st.recursive(leaves, containers, max_leaves=12),
-    st.builds(with_defs, st.recursive(leaves, containers, max_leaves=6), st.recursive(leaves, containers, max_leaves=4)),
+    st.builds(
+        with_defs, st.recursive(leaves, containers, max_leaves=6), st.recursive(leaves, containers, max_leaves=4)
+    ),
 )
 
 
@@ -344,7 +438,12 @@ def property_watch(server: RunningServer) -> Iterator[StreamWatch]:
     watching.assert_flowed()
 
 
-@settings(max_examples=int(os.environ.get("GRAMMAR_EXAMPLES", 40)), deadline=None, derandomize="GRAMMAR_RANDOM" not in os.environ, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("GRAMMAR_EXAMPLES", 40)),
+    deadline=None,
+    derandomize="GRAMMAR_RANDOM" not in os.environ,
+    suppress_health_check=list(HealthCheck),
+)
 @given(schema=schemas, seed=st.integers(0, 1000))
 def test_accepted_schemas_compile_in_time_and_are_honoured(
     openai_client: openai.OpenAI, property_watch: StreamWatch, schema: dict, seed: int
@@ -353,7 +452,10 @@ def test_accepted_schemas_compile_in_time_and_are_honoured(
         value, finish = ask_json(openai_client, schema, seed=seed, max_tokens=160)
     except openai.BadRequestError as exc:  # refused up front: unsatisfiable, or over the budget
         assert exc.param.startswith("response_format.json_schema.schema"), exc
-        assert any(words in exc.message for words in ("satisf", "too complex", "too large", "can be empty", "cannot be combined")), exc.message
+        assert any(
+            words in exc.message
+            for words in ("satisf", "too complex", "too large", "can be empty", "cannot be combined")
+        ), exc.message
         return
     if finish == "stop":
         jsonschema.validate(value, schema)

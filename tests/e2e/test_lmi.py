@@ -127,8 +127,16 @@ def test_default_max_new_tokens_is_30_and_greedy_is_deterministic(lmi_server: Ru
 
 def test_every_common_parameter(lmi_server: RunningServer) -> None:
     parameters = {
-        "do_sample": True, "seed": 7, "temperature": 0.8, "repetition_penalty": 1.1, "top_k": 20, "top_p": 0.9,
-        "max_new_tokens": 12, "details": True, "return_full_text": True, "stop_sequences": ["zzzz"],
+        "do_sample": True,
+        "seed": 7,
+        "temperature": 0.8,
+        "repetition_penalty": 1.1,
+        "top_k": 20,
+        "top_p": 0.9,
+        "max_new_tokens": 12,
+        "details": True,
+        "return_full_text": True,
+        "stop_sequences": ["zzzz"],
         "decoder_input_details": True,
     }
     body = {"inputs": "What is Deep Learning?", "parameters": parameters}
@@ -150,9 +158,20 @@ def test_stop_sequence_finish_reason(lmi_server: RunningServer) -> None:
 
 
 def test_vllm_extras_n_and_best_of_sequences(lmi_server: RunningServer) -> None:
-    parameters = {"do_sample": True, "n": 2, "max_new_tokens": 6, "details": True, "min_p": 0.01,
-                  "presence_penalty": 0.5, "frequency_penalty": 0.5, "ignore_eos_token": True, "logprobs": 1}
-    result = httpx.post(f"{lmi_server.url}/invocations", json={"inputs": "a", "parameters": parameters}, timeout=30).json()
+    parameters = {
+        "do_sample": True,
+        "n": 2,
+        "max_new_tokens": 6,
+        "details": True,
+        "min_p": 0.01,
+        "presence_penalty": 0.5,
+        "frequency_penalty": 0.5,
+        "ignore_eos_token": True,
+        "logprobs": 1,
+    }
+    result = httpx.post(
+        f"{lmi_server.url}/invocations", json={"inputs": "a", "parameters": parameters}, timeout=30
+    ).json()
     _check_result(result, "a", 6)
     (other,) = result["details"]["best_of_sequences"]
     assert other["generated_tokens"] == len(other["tokens"]) == 6
@@ -182,7 +201,9 @@ def test_list_inputs_answer_one_result_each(lmi_server: RunningServer) -> None:
     assert isinstance(results, list) and len(results) == 2
     assert all(set(result) == {"generated_text"} for result in results)
     detailed = httpx.post(
-        f"{lmi_server.url}/invocations", json={"inputs": inputs, "parameters": {"max_new_tokens": 8, "details": True}}, timeout=30
+        f"{lmi_server.url}/invocations",
+        json={"inputs": inputs, "parameters": {"max_new_tokens": 8, "details": True}},
+        timeout=30,
     ).json()
     for prompt, result in zip(inputs, detailed):
         _check_result(result, prompt, 8)
@@ -343,7 +364,11 @@ def _engine_pid(server: RunningServer) -> int:
 def test_error_during_stream_is_an_error_line(demo_root: Path, tmp_path: Path) -> None:
     running = start_server(_one_model_graphs(demo_root, tmp_path / "graphs"), tmp_path / "server.log")
     try:
-        body = {"inputs": "A long story", "parameters": {"max_new_tokens": 1024, "ignore_eos_token": True}, "stream": True}
+        body = {
+            "inputs": "A long story",
+            "parameters": {"max_new_tokens": 1024, "ignore_eos_token": True},
+            "stream": True,
+        }
         with httpx.stream("POST", f"{running.url}/invocations", json=body, timeout=60) as response:
             assert response.status_code == 200
             lines = response.iter_lines()

@@ -70,9 +70,15 @@ def _samples(server) -> dict[tuple[str, tuple], float]:
 
 def test_metrics_move_after_requests(server, openai_client: openai.OpenAI) -> None:
     before = _samples(server)
-    openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "count me"}], max_tokens=8, extra_body={"ignore_eos": True})
+    openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "count me"}], max_tokens=8, extra_body={"ignore_eos": True}
+    )
     stream = openai_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "stream me"}], max_tokens=8, stream=True, extra_body={"ignore_eos": True}
+        model=MODEL,
+        messages=[{"role": "user", "content": "stream me"}],
+        max_tokens=8,
+        stream=True,
+        extra_body={"ignore_eos": True},
     )
     list(stream)
     after = _samples(server)
@@ -98,7 +104,11 @@ def test_metrics_move_after_requests(server, openai_client: openai.OpenAI) -> No
 
 def test_one_log_line_per_request_without_prompts(server, openai_client: openai.OpenAI) -> None:
     openai_client.chat.completions.create(**chat_body(user="log-test-user"))
-    lines = [json.loads(line.split(" appliance.access: ", 1)[1]) for line in server.log().splitlines() if " appliance.access: " in line]
+    lines = [
+        json.loads(line.split(" appliance.access: ", 1)[1])
+        for line in server.log().splitlines()
+        if " appliance.access: " in line
+    ]
     mine = [line for line in lines if line.get("user") == "log-test-user"]
     assert len(mine) == 1
     entry = mine[0]

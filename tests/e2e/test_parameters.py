@@ -35,7 +35,13 @@ def test_extensions_through_extra_body(openai_client: openai.OpenAI) -> None:
         seed=3,
         frequency_penalty=0.5,
         presence_penalty=0.5,
-        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.3, "min_tokens": 12, "skip_special_tokens": True},
+        extra_body={
+            "top_k": 20,
+            "min_p": 0.05,
+            "repetition_penalty": 1.3,
+            "min_tokens": 12,
+            "skip_special_tokens": True,
+        },
     )
     # min_tokens = max_tokens: the end-of-sequence token is masked until the limit.
     assert reply.usage.completion_tokens == 12 and reply.choices[0].finish_reason == "length"
@@ -62,9 +68,7 @@ def test_n_choices_stream_and_non_stream(openai_client: openai.OpenAI) -> None:
     whole = create(openai_client, max_tokens=10, n=3, seed=5)
     assert [choice.index for choice in whole.choices] == [0, 1, 2]
     assert 3 <= whole.usage.completion_tokens <= 30
-    texts, reasons, chunks = streamed(
-        openai_client, max_tokens=10, n=3, seed=5, stream_options={"include_usage": True}
-    )
+    texts, reasons, chunks = streamed(openai_client, max_tokens=10, n=3, seed=5, stream_options={"include_usage": True})
     assert texts == {choice.index: choice.message.content for choice in whole.choices}
     assert reasons == {choice.index: choice.finish_reason for choice in whole.choices}
     assert chunks[-1].usage.model_dump() == whole.usage.model_dump()
@@ -75,13 +79,21 @@ def test_best_of_is_beam_search(openai_client: openai.OpenAI) -> None:
     fields = {"max_tokens": 8, "n": 2, "temperature": 0, "extra_body": {"best_of": 4, "length_penalty": 1.0}}
     reply = create(openai_client, **fields)
     assert [choice.index for choice in reply.choices] == [0, 1]
-    assert [c.message.content for c in reply.choices] == [c.message.content for c in create(openai_client, **fields).choices]
+    assert [c.message.content for c in reply.choices] == [
+        c.message.content for c in create(openai_client, **fields).choices
+    ]
     texts, _, _ = streamed(openai_client, **fields)
     assert texts == {choice.index: choice.message.content for choice in reply.choices}
 
 
 def test_logprobs_non_stream_and_stream(openai_client: openai.OpenAI) -> None:
-    fields = {"max_tokens": 12, "temperature": 0, "logprobs": True, "top_logprobs": 0, "extra_body": {"ignore_eos": True}}
+    fields = {
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 0,
+        "extra_body": {"ignore_eos": True},
+    }
     reply = create(openai_client, **fields)
     choice = reply.choices[0]
     entries = choice.logprobs.content
@@ -104,7 +116,9 @@ def test_stop_string_is_cut_at_its_first_character(openai_client: openai.OpenAI)
     assert stop.strip() and free.find(stop) == 9, free
     cut = create(openai_client, max_tokens=24, temperature=0, stop=stop).choices[0]
     assert (cut.message.content, cut.finish_reason) == (free[:9], "stop")
-    kept = create(openai_client, max_tokens=24, temperature=0, stop=stop, extra_body={"include_stop_str_in_output": True})
+    kept = create(
+        openai_client, max_tokens=24, temperature=0, stop=stop, extra_body={"include_stop_str_in_output": True}
+    )
     assert kept.choices[0].message.content.startswith(free[:12])
     # Streams include the stop string by default (as OVMS) and refuse excluding it.
     texts, reasons, _ = streamed(openai_client, max_tokens=24, temperature=0, stop=stop)
@@ -117,7 +131,9 @@ def test_stop_string_is_cut_at_its_first_character(openai_client: openai.OpenAI)
 def test_stop_token_ids(openai_client: openai.OpenAI, server) -> None:
     free = create(openai_client, max_tokens=16, temperature=0, logprobs=True, extra_body={"ignore_eos": True})
     third = free.choices[0].logprobs.content[2].token
-    ids = httpx.post(f"{server.url}/v1/tokenize", json={"model": MODEL, "prompt": third, "add_special_tokens": False}).json()
+    ids = httpx.post(
+        f"{server.url}/v1/tokenize", json={"model": MODEL, "prompt": third, "add_special_tokens": False}
+    ).json()
     assert ids["count"] == 1, ids
     stopped = create(openai_client, max_tokens=16, temperature=0, extra_body={"stop_token_ids": ids["tokens"]})
     assert stopped.choices[0].finish_reason == "stop"
@@ -167,7 +183,12 @@ def test_out_of_range_or_unsupported_is_400_naming_it(openai_client: openai.Open
 
 def test_completions_n_logprobs_and_extensions(openai_client: openai.OpenAI) -> None:
     reply = openai_client.completions.create(
-        model=MODEL, prompt=["The license", "import os"], max_tokens=4, n=2, seed=1, logprobs=0,
+        model=MODEL,
+        prompt=["The license", "import os"],
+        max_tokens=4,
+        n=2,
+        seed=1,
+        logprobs=0,
         extra_body={"top_k": 50, "ignore_eos": True},
     )
     assert [choice.index for choice in reply.choices] == [0, 1, 2, 3]
@@ -206,10 +227,19 @@ def test_chat_template_options(server, openai_client: openai.OpenAI) -> None:
     assert rendered().endswith("<|im_start|>assistant\n")
     assert rendered(add_generation_prompt=False).endswith("Once upon<|im_end|>\n")
     reply = create(
-        openai_client, messages=messages, max_tokens=4, temperature=0,
-        extra_body={"continue_final_message": True, "add_generation_prompt": False, "chat_template_kwargs": {"flavour": 1}},
+        openai_client,
+        messages=messages,
+        max_tokens=4,
+        temperature=0,
+        extra_body={
+            "continue_final_message": True,
+            "add_generation_prompt": False,
+            "chat_template_kwargs": {"flavour": 1},
+        },
     )
     assert reply.choices[0].finish_reason in ("stop", "length")
     with pytest.raises(openai.BadRequestError) as info:
-        create(openai_client, messages=messages, extra_body={"continue_final_message": True, "add_generation_prompt": True})
+        create(
+            openai_client, messages=messages, extra_body={"continue_final_message": True, "add_generation_prompt": True}
+        )
     assert info.value.param == "add_generation_prompt"

@@ -260,7 +260,9 @@ def test_lying_content_length(server) -> None:
     _raw_request(server, head.encode(), body, close_early=True)
     # Announces less than it sends: the body is cut at Content-Length (not valid JSON: 400); the
     # rest is a malformed next request, which uvicorn answers or drops by closing the connection.
-    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n"
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n"
+    )
     answer = _raw_request(server, head.encode(), body, half_close=False)
     assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
     # Announces more than the body limit: refused before the body is read.

@@ -43,7 +43,13 @@ def wait_in_flight(server, model: str) -> None:
 
 
 def long_stream(server, model: str, results: list) -> None:
-    body = {"model": model, "messages": [{"role": "user", "content": "x"}], "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 1000,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as response:
         results.append([line for line in response.iter_lines() if line])
 

@@ -104,7 +104,11 @@ def test_sampling_inside_the_envelope_never_fails(client: openai.OpenAI, model: 
     [
         ("demo-plain", {"num_assistant_tokens": 2}, "num_assistant_tokens"),
         ("demo-plain", {"max_ngram_size": 2}, "max_ngram_size"),
-        ("demo-spec", {"num_assistant_tokens": 2, "assistant_confidence_threshold": 0.5}, "assistant_confidence_threshold"),
+        (
+            "demo-spec",
+            {"num_assistant_tokens": 2, "assistant_confidence_threshold": 0.5},
+            "assistant_confidence_threshold",
+        ),
         ("demo-spec", {"max_ngram_size": 2}, "max_ngram_size"),
         ("demo-spec", {"n": 2, "temperature": 1.0}, "n"),
         ("demo-spec", {"best_of": 2}, "best_of"),
@@ -152,15 +156,17 @@ def test_engine_survives_a_failing_step(demo_root: Path) -> None:
     """A request the engine fails inside step() (assisted generation with neither
     num_assistant_tokens nor the threshold: the service never sends one) ends with an error, and
     the engine serves the next request on a fresh pipeline."""
-    from appliance.graphfiles import load_graph
-    from appliance.engine.messages import Finished, SamplingParams, Submit, TextPrompt
     from appliance.engine.batching import BatchingEngine
+    from appliance.engine.messages import Finished, SamplingParams, Submit, TextPrompt
+    from appliance.graphfiles import load_graph
 
     engine = BatchingEngine(load_graph(demo_root / "graphs" / "demo-spec.toml"))
 
     def run(request_id: int, assistant_tokens: int) -> list[Finished]:
         events: list = []
-        params = SamplingParams(max_new_tokens=16, temperature=0.0, ignore_eos=True, num_assistant_tokens=assistant_tokens)
+        params = SamplingParams(
+            max_new_tokens=16, temperature=0.0, ignore_eos=True, num_assistant_tokens=assistant_tokens
+        )
         engine._handle(Submit(request_id=request_id, prompt=TextPrompt(text="the license"), params=params), events)
         while engine.active:
             if engine._step(events):

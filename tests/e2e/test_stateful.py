@@ -140,7 +140,11 @@ def test_forced_tool_call_equals_continuous_batching(client: openai.OpenAI) -> N
         "type": "function",
         "function": {
             "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 12}},
+                "required": ["city"],
+            },
         },
     }
     question = [{"role": "user", "content": "What is the weather in Oslo?"}]
@@ -200,7 +204,9 @@ def test_requests_run_one_at_a_time(stateful_server: RunningServer, client: open
         second["done"] = time.monotonic()
         second["response"] = response.json()
 
-    with httpx.stream("POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=60) as response:
+    with httpx.stream(
+        "POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=60
+    ) as response:
         lines = response.iter_lines()
         next(line for line in lines if line.startswith("data:"))
         first_started = time.monotonic()
@@ -224,7 +230,9 @@ def test_cancelled_requests_stop_generating(stateful_server: RunningServer) -> N
     before, pid = status["steps"], status["pid"]
     body = {"model": "sf-chat", "messages": MESSAGES, "max_tokens": 1900, "ignore_eos": True, "temperature": 0}
     try:
-        with httpx.stream("POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30) as response:
+        with httpx.stream(
+            "POST", f"{stateful_server.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30
+        ) as response:
             next(line for line in response.iter_lines() if line.startswith("data:"))
             os.kill(pid, signal.SIGSTOP)
             with pytest.raises(httpx.ReadTimeout):
@@ -276,7 +284,10 @@ def test_lmi_invocations_equal_continuous_batching_without_log_probabilities(sta
     stateful, batched = invoke("sf-chat").json(), invoke("demo-chat").json()
     assert stateful["generated_text"] == batched["generated_text"]
     details, reference = stateful["details"], batched["details"]
-    assert (details["finish_reason"], details["generated_tokens"]) == (reference["finish_reason"], reference["generated_tokens"])
+    assert (details["finish_reason"], details["generated_tokens"]) == (
+        reference["finish_reason"],
+        reference["generated_tokens"],
+    )
     assert [token["id"] for token in details["tokens"]] == [token["id"] for token in reference["tokens"]]
     assert all(token["log_prob"] is None for token in details["tokens"])
     assert all(isinstance(token["log_prob"], float) for token in reference["tokens"])

@@ -43,7 +43,13 @@ def test_json_schema_output_parses_and_validates(openai_client: openai.OpenAI, s
 
 
 def test_json_schema_streaming(openai_client: openai.OpenAI) -> None:
-    fields = {"model": MODEL, "messages": ASK, "max_tokens": 160, "seed": 7, "response_format": json_schema_format(WEATHER)}
+    fields = {
+        "model": MODEL,
+        "messages": ASK,
+        "max_tokens": 160,
+        "seed": 7,
+        "response_format": json_schema_format(WEATHER),
+    }
     reply = openai_client.chat.completions.create(**fields)
     jsonschema.validate(json.loads(reply.choices[0].message.content), WEATHER)
     text = "".join(
@@ -89,12 +95,21 @@ def test_regex_choice_and_grammar_extensions(openai_client: openai.OpenAI, seed:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"response_format": json_schema_format({"type": "object", "properties": {"a": {"type": "strnig"}}})}, "response_format.json_schema.schema.properties.a.type"),
-        ({"response_format": json_schema_format({"type": "array", "uniqueItems": True})}, "response_format.json_schema.schema.uniqueItems"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}}}, "response_format.json_schema.name"),
+        (
+            {"response_format": json_schema_format({"type": "object", "properties": {"a": {"type": "strnig"}}})},
+            "response_format.json_schema.schema.properties.a.type",
+        ),
+        (
+            {"response_format": json_schema_format({"type": "array", "uniqueItems": True})},
+            "response_format.json_schema.schema.uniqueItems",
+        ),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}}},
+            "response_format.json_schema.name",
+        ),
         ({"extra_body": {"structured_outputs": {"regex": "(?<=a)b"}}}, "structured_outputs.regex"),
         ({"extra_body": {"structured_outputs": {"grammar": "root ::= undefined_rule"}}}, "structured_outputs.grammar"),
-        ({"extra_body": {"structured_outputs": {"grammar": "start ::= \"a\""}}}, "structured_outputs.grammar"),
+        ({"extra_body": {"structured_outputs": {"grammar": 'start ::= "a"'}}}, "structured_outputs.grammar"),
         ({"extra_body": {"structured_outputs": {}}}, "structured_outputs"),
         ({"extra_body": {"structured_outputs": {"json": {"type": "nonsense"}}}}, "structured_outputs.json.type"),
     ],

@@ -29,12 +29,24 @@ WEATHER_PARAMETERS = {
     "additionalProperties": False,
 }
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather forecast", "parameters": WEATHER_PARAMETERS}},
-    {"type": "function", "function": {"name": "get_time", "description": "Local time", "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}},
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather forecast", "parameters": WEATHER_PARAMETERS},
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time",
+            "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]},
+        },
+    },
 ]
 SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
 # Exactly one call, written the Hermes way: lets `tool_choice: auto` parsing be tested for real.
-SCRIPTED_CALL = 'root ::= "<tool_call>\\n{\\"name\\": \\"get_time\\", \\"arguments\\": {\\"zone\\": \\"UTC\\"}}\\n</tool_call>"'
+SCRIPTED_CALL = (
+    'root ::= "<tool_call>\\n{\\"name\\": \\"get_time\\", \\"arguments\\": {\\"zone\\": \\"UTC\\"}}\\n</tool_call>"'
+)
 
 
 def check_call(call) -> dict:
@@ -46,8 +58,13 @@ def check_call(call) -> dict:
 
 def test_required_tool_choice_yields_a_valid_call(openai_client: openai.OpenAI) -> None:
     reply = openai_client.chat.completions.create(
-        model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
-        max_tokens=120, temperature=0,
+        model=MODEL,
+        messages=QUESTION,
+        tools=TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=120,
+        temperature=0,
     )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -59,8 +76,13 @@ def test_required_tool_choice_yields_a_valid_call(openai_client: openai.OpenAI) 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_named_tool_choice_calls_that_tool(openai_client: openai.OpenAI, seed: int) -> None:
     reply = openai_client.chat.completions.create(
-        model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}},
-        parallel_tool_calls=False, max_tokens=120, seed=seed,
+        model=MODEL,
+        messages=QUESTION,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        parallel_tool_calls=False,
+        max_tokens=120,
+        seed=seed,
     )
     (call,) = reply.choices[0].message.tool_calls
     assert call.function.name == "get_weather"
@@ -69,7 +91,12 @@ def test_named_tool_choice_calls_that_tool(openai_client: openai.OpenAI, seed: i
 
 def test_parallel_calls_are_all_parsed(openai_client: openai.OpenAI) -> None:
     reply = openai_client.chat.completions.create(
-        model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice="required", max_tokens=300, seed=4,
+        model=MODEL,
+        messages=QUESTION,
+        tools=TOOLS,
+        tool_choice="required",
+        max_tokens=300,
+        seed=4,
     )
     calls = reply.choices[0].message.tool_calls
     assert calls and len({call.id for call in calls}) == len(calls)
@@ -80,8 +107,14 @@ def test_parallel_calls_are_all_parsed(openai_client: openai.OpenAI) -> None:
 def test_streamed_tool_call_deltas(openai_client: openai.OpenAI) -> None:
     chunks = list(
         openai_client.chat.completions.create(
-            model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
-            max_tokens=120, temperature=0, stream=True,
+            model=MODEL,
+            messages=QUESTION,
+            tools=TOOLS,
+            tool_choice="required",
+            parallel_tool_calls=False,
+            max_tokens=120,
+            temperature=0,
+            stream=True,
         )
     )
     deltas = [choice.delta for chunk in chunks for choice in chunk.choices]
@@ -96,18 +129,29 @@ def test_streamed_tool_call_deltas(openai_client: openai.OpenAI) -> None:
 
 def test_tool_round_trip(openai_client: openai.OpenAI) -> None:
     first = openai_client.chat.completions.create(
-        model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
-        max_tokens=120, temperature=0,
+        model=MODEL,
+        messages=QUESTION,
+        tools=TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=120,
+        temperature=0,
     )
     message = first.choices[0].message
     call = message.tool_calls[0]
     # The SDK's message object goes back as is, then the tool's answer.
     messages = [*QUESTION, message, {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 degrees"}]
-    answer = openai_client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, max_tokens=16, temperature=0)
+    answer = openai_client.chat.completions.create(
+        model=MODEL, messages=messages, tools=TOOLS, max_tokens=16, temperature=0
+    )
     assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
     assert answer.usage.prompt_tokens > first.usage.prompt_tokens + len(call.function.arguments) // 4
     forced = openai_client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS, max_tokens=32, tool_choice="none",
+        model=MODEL,
+        messages=messages,
+        tools=TOOLS,
+        max_tokens=32,
+        tool_choice="none",
         extra_body={"structured_outputs": {"choice": ["It is sunny in Oslo."]}},
     )
     assert forced.choices[0].message.content == "It is sunny in Oslo."
@@ -116,7 +160,10 @@ def test_tool_round_trip(openai_client: openai.OpenAI) -> None:
 
 def test_auto_tool_choice_parses_what_the_model_writes(openai_client: openai.OpenAI) -> None:
     fields = {
-        "model": MODEL, "messages": QUESTION, "tools": TOOLS, "max_tokens": 60,
+        "model": MODEL,
+        "messages": QUESTION,
+        "tools": TOOLS,
+        "max_tokens": 60,
         "extra_body": {"structured_outputs": {"grammar": SCRIPTED_CALL}},
     }
     reply = openai_client.chat.completions.create(**fields)
@@ -135,7 +182,9 @@ def test_auto_tool_choice_parses_what_the_model_writes(openai_client: openai.Ope
 
 def test_tools_reach_the_chat_template(openai_client: openai.OpenAI) -> None:
     def prompt_tokens(**fields) -> int:
-        return openai_client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=1, **fields).usage.prompt_tokens
+        return openai_client.chat.completions.create(
+            model=MODEL, messages=QUESTION, max_tokens=1, **fields
+        ).usage.prompt_tokens
 
     without = prompt_tokens()
     assert prompt_tokens(tools=TOOLS) > without + 40
@@ -145,10 +194,21 @@ def test_tools_reach_the_chat_template(openai_client: openai.OpenAI) -> None:
 def test_tool_errors(openai_client: openai.OpenAI) -> None:
     cases = [
         ({"tool_choice": "required"}, "tool_choice"),
-        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),
+        (
+            {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice.function.name",
+        ),
         ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
         (
-            {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"not": {}}}}}}], "tool_choice": "required"},
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"not": {}}}}},
+                    }
+                ],
+                "tool_choice": "required",
+            },
             "tools[0].function.parameters.properties.x.not",
         ),
     ]
@@ -181,8 +241,12 @@ def parsers_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("model", ["demo-mistral", "demo-llama3"])
 def test_other_tool_parsers_force_and_parse_calls(parsers_server: openai.OpenAI, model: str) -> None:
     reply = parsers_server.chat.completions.create(
-        model=model, messages=QUESTION, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}},
-        max_tokens=80, temperature=0,
+        model=model,
+        messages=QUESTION,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+        max_tokens=80,
+        temperature=0,
     )
     calls = reply.choices[0].message.tool_calls
     assert calls and all(call.function.name == "get_time" for call in calls)
@@ -193,8 +257,13 @@ def test_other_tool_parsers_force_and_parse_calls(parsers_server: openai.OpenAI,
 
 def test_reasoning_content(parsers_server: openai.OpenAI) -> None:
     grammar = 'root ::= "<think>" [a-z ]{5,20} "</think>\\n\\n" [A-Za-z ]{3,12} "."'
-    fields = {"model": "demo-mistral", "messages": QUESTION, "max_tokens": 60, "seed": 1,
-              "extra_body": {"structured_outputs": {"grammar": grammar}}}
+    fields = {
+        "model": "demo-mistral",
+        "messages": QUESTION,
+        "max_tokens": 60,
+        "seed": 1,
+        "extra_body": {"structured_outputs": {"grammar": grammar}},
+    }
     message = parsers_server.chat.completions.create(**fields).choices[0].message
     reasoning = message.model_extra["reasoning_content"]
     assert 5 <= len(reasoning) <= 20 and "<think>" not in reasoning

@@ -49,16 +49,23 @@ def http_images() -> Iterator:
 
 
 @pytest.fixture(scope="module")
-def vision_server(demo_root: Path, media_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def vision_server(
+    demo_root: Path, media_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """demo-chat and demo-vision, with URLs from 127.0.0.1 (explicitly allowed) and local paths."""
     running = start_server(
         demo_root / "graphs",
         tmp_path_factory.mktemp("vision-server") / "server.log",
-        "--allowed-media-domains", "127.0.0.1",
-        "--allowed-media-networks", "127.0.0.1/32",
-        "--allowed-local-media-path", str(media_dir),
-        "--max-image-bytes", str(MAX_IMAGE_BYTES),
-        "--media-fetch-timeout", "2",
+        "--allowed-media-domains",
+        "127.0.0.1",
+        "--allowed-media-networks",
+        "127.0.0.1/32",
+        "--allowed-local-media-path",
+        str(media_dir),
+        "--max-image-bytes",
+        str(MAX_IMAGE_BYTES),
+        "--media-fetch-timeout",
+        "2",
     )
     yield running
     stop_server(running)
@@ -85,7 +92,9 @@ def reference(demo_root: Path):
 
     def generate(messages: list[dict], images: list, max_new_tokens: int = 16) -> tuple[str, int]:
         prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, apply_chat_template=False)
+        config = openvino_genai.GenerationConfig(
+            max_new_tokens=max_new_tokens, do_sample=False, apply_chat_template=False
+        )
         config.set_eos_token_id(tokenizer.get_eos_token_id())
         tensors = [ov.Tensor(np.asarray(image, dtype=np.uint8)[None]) for image in images]
         handle = pipe.add_request(next(request_ids), prompt, tensors, config)
@@ -170,7 +179,12 @@ def test_streaming_with_an_image(client: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": [image(data_url(PNG_A)), text("Stream it.")]}]
     chunks = list(
         client.chat.completions.create(
-            model=MODEL, messages=messages, max_tokens=12, temperature=0, stream=True, stream_options={"include_usage": True}
+            model=MODEL,
+            messages=messages,
+            max_tokens=12,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
         )
     )
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
@@ -183,7 +197,9 @@ def test_concurrent_image_requests_batch_and_complete(vision_server: RunningServ
     requests = [
         [image(data_url(encode(noise(24 + 8 * i, 20 + 4 * i, seed=10 + i)))), text(f"Picture {i}?")] for i in range(8)
     ]
-    sequential = [ask(client, [{"role": "user", "content": content}]).choices[0].message.content for content in requests]
+    sequential = [
+        ask(client, [{"role": "user", "content": content}]).choices[0].message.content for content in requests
+    ]
 
     async def run_all() -> list[str]:
         async with openai.AsyncOpenAI(base_url=f"{vision_server.url}/v1", api_key="x", max_retries=0) as aclient:
@@ -209,7 +225,9 @@ def test_concurrent_image_requests_batch_and_complete(vision_server: RunningServ
 def test_text_only_graph_refuses_images(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(
-            model="demo-chat", messages=[{"role": "user", "content": [text("hi"), image(data_url(PNG_A))]}], max_tokens=2
+            model="demo-chat",
+            messages=[{"role": "user", "content": [text("hi"), image(data_url(PNG_A))]}],
+            max_tokens=2,
         )
     assert info.value.body["code"] == "unsupported_content"
     assert info.value.body["param"] == "messages[0].content[1]"
@@ -301,9 +319,9 @@ def test_engine_checks_the_rendered_prompt(demo_root: Path) -> None:
     model's own image marker tokens."""
     import openvino_genai
 
-    from appliance.graphfiles import load_graph
     from appliance.engine.messages import ImageData
     from appliance.engine.vlm import VisionInputError, VisionRequests
+    from appliance.graphfiles import load_graph
 
     graph = load_graph(demo_root / "graphs" / f"{MODEL}.toml")
     requests = VisionRequests(graph, openvino_genai.Tokenizer(str(graph.model_dir)))

@@ -43,7 +43,12 @@ def test_chat_completion_shape(client: TestClient) -> None:
     body = response.json()
     assert body["object"] == "chat.completion"
     assert body["choices"] == [
-        {"index": 0, "message": {"role": "assistant", "content": " three two"}, "finish_reason": "length", "logprobs": None}
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": " three two"},
+            "finish_reason": "length",
+            "logprobs": None,
+        }
     ]
     assert body["usage"] == {"completion_tokens": 2, "prompt_tokens": 3, "total_tokens": 5}
 
@@ -65,7 +70,13 @@ def test_stream_shape(client: TestClient) -> None:
 def test_sampling_parameters_reach_the_engine(client: TestClient, engine: FakeEngineClient) -> None:
     chat(client, temperature=0.5, top_p=0.8, seed=42, stop="x", max_completion_tokens=7)
     params = engine.submitted[-1].params
-    assert (params.temperature, params.top_p, params.seed, params.stop, params.max_new_tokens) == (0.5, 0.8, 42, ("x",), 7)
+    assert (params.temperature, params.top_p, params.seed, params.stop, params.max_new_tokens) == (
+        0.5,
+        0.8,
+        42,
+        ("x",),
+        7,
+    )
 
 
 def test_engine_rejection_is_400(client: TestClient) -> None:

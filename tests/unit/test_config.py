@@ -100,7 +100,9 @@ def test_vision_pipeline_and_image_limits(tmp_path: Path) -> None:
     (tmp_path / "model" / "openvino_vision_embeddings_model.xml").write_text("<net/>")
     assert load_graph(write(tmp_path, text)).pipeline_kind == "VLM_CB"  # AUTO finds the vision encoder
     explicit = load_graph(
-        write(tmp_path, text + 'pipeline = "VLM_CB"\n[limits]\nmax_images_per_request = 2\nmax_image_pixels = 1000000\n')
+        write(
+            tmp_path, text + 'pipeline = "VLM_CB"\n[limits]\nmax_images_per_request = 2\nmax_image_pixels = 1000000\n'
+        )
     )
     assert (explicit.pipeline_kind, explicit.limits.max_images_per_request, explicit.limits.max_image_pixels) == (
         "VLM_CB",

@@ -14,7 +14,9 @@ TEXT = "naïve café — 東京タワー 😀 emoji\nsecond line: ünïcödé �
 def test_streamed_text_equals_whole_decode_with_no_replacement_characters(demo_root) -> None:
     tokenizer = openvino_genai.Tokenizer(str(demo_root / "models" / "demo-chat"))
     ids = [int(i) for i in tokenizer.encode(TEXT, add_special_tokens=False).input_ids.data[0]]
-    outputs = RequestOutputs(openvino_genai, tokenizer, SamplingParams(max_new_tokens=len(ids)), TokenTexts(tokenizer), eos_token_id=-1)
+    outputs = RequestOutputs(
+        openvino_genai, tokenizer, SamplingParams(max_new_tokens=len(ids)), TokenTexts(tokenizer), eos_token_id=-1
+    )
     sequence = outputs._new_sequence(0)
     pieces = []
     emitted_per_token = 0

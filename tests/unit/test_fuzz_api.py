@@ -6,10 +6,9 @@ so thousands of requests take seconds; fixed seed and bounded example counts kee
 
 from __future__ import annotations
 
-
 import schemathesis
-from schemathesis import checks
 from hypothesis import HealthCheck, settings
+from schemathesis import checks
 
 from appliance.api.app import create_app
 from appliance.runtime.registry import ModelRegistry

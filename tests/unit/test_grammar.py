@@ -103,7 +103,9 @@ def test_unsupported_regex_is_refused(pattern: str, message: str) -> None:
 
 
 def test_user_grammar_is_rewritten_and_keeps_its_language() -> None:
-    text = 'root ::= greeting (" " name)? # a comment\n  | "bye"\ngreeting ::= "hi" | "hello"\nname ::= [A-Z] [a-z]{1,5}\n'
+    text = (
+        'root ::= greeting (" " name)? # a comment\n  | "bye"\ngreeting ::= "hi" | "hello"\nname ::= [A-Z] [a-z]{1,5}\n'
+    )
     compiled = to_regex(parse_grammar(text))
     for good in ("hi", "hello Ann", "bye"):
         assert compiled.fullmatch(good)
@@ -158,7 +160,7 @@ PERSON = {
     [
         {"name": "Ann", "age": 0},
         {"name": "", "age": 120, "score": 2},
-        {"name": "x\"y", "age": 7, "score": -0.25, "tags": ["a", "b"], "kind": None},
+        {"name": 'x"y', "age": 7, "score": -0.25, "tags": ["a", "b"], "kind": None},
         {"name": "A", "age": 33, "kind": "x"},
     ],
 )
@@ -209,7 +211,13 @@ def test_every_document_a_grammar_accepts_validates() -> None:
 
 def test_refs_and_recursion() -> None:
     schema = {
-        "$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["next"]}},
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                "required": ["next"],
+            }
+        },
         "$ref": "#/$defs/node",
     }
     grammar = json_schema_grammar(schema)

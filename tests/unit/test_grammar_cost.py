@@ -59,7 +59,13 @@ bounds = st.one_of(st.none(), st.integers(-(10**17), 10**17), st.integers(-1000,
 
 
 @settings(max_examples=300, deadline=None)
-@given(low=bounds, high=bounds, exclusive_low=st.booleans(), exclusive_high=st.booleans(), probes=st.lists(st.integers(-(10**17), 10**17), max_size=20))
+@given(
+    low=bounds,
+    high=bounds,
+    exclusive_low=st.booleans(),
+    exclusive_high=st.booleans(),
+    probes=st.lists(st.integers(-(10**17), 10**17), max_size=20),
+)
 def test_integer_ranges_are_exact_and_small(low, high, exclusive_low, exclusive_high, probes) -> None:
     schema: dict = {"type": "integer"}
     if low is not None:
@@ -82,7 +88,9 @@ def test_integer_ranges_are_exact_and_small(low, high, exclusive_low, exclusive_
 
 
 @settings(max_examples=150, deadline=None)
-@given(low=st.integers(-50, 50), span=st.integers(1, 200), probes=st.lists(st.decimals(-300, 300, places=3), max_size=20))
+@given(
+    low=st.integers(-50, 50), span=st.integers(1, 200), probes=st.lists(st.decimals(-300, 300, places=3), max_size=20)
+)
 def test_bounded_number_outputs_stay_in_range(low, span, probes) -> None:
     schema = {"type": "number", "minimum": low, "exclusiveMaximum": low + span}
     pattern = as_regex(json_schema_grammar(schema))
@@ -101,7 +109,9 @@ def test_counted_repetition_matches_exactly_its_counts(low, extra) -> None:
     grammar = rules.render(f'"<" {rules.counted("[a]", low, high)} ">"')
     pattern = as_regex(grammar)
     for count in range(0, (high if high is not None else low) + 20):
-        assert bool(pattern.fullmatch("<" + "a" * count + ">")) == (count >= low and (high is None or count <= high)), count
+        assert bool(pattern.fullmatch("<" + "a" * count + ">")) == (count >= low and (high is None or count <= high)), (
+            count
+        )
     assert len(grammar) < 1200  # O(log n) rules
 
 
@@ -128,11 +138,16 @@ def test_nested_arrays_and_optional_properties_grow_linearly() -> None:
     # The same through $defs, each level referring to the one below ten times (a million paths).
     defs: dict = {"l0": {"type": "string"}}
     for level in range(1, 7):
-        defs[f"l{level}"] = {"type": "object", "properties": {f"p{i}": {"$ref": f"#/$defs/l{level - 1}"} for i in range(10)}}
+        defs[f"l{level}"] = {
+            "type": "object",
+            "properties": {f"p{i}": {"$ref": f"#/$defs/l{level - 1}"} for i in range(10)},
+        }
     grammar = json_schema_grammar({"$defs": defs, "$ref": "#/$defs/l6"})
     assert len(grammar) < 10_000
     check_grammar(grammar, BUDGET)
-    assert as_regex(json_schema_grammar({"properties": {"a": {"type": "boolean"}, "b": {"type": "null"}}})).fullmatch('{"b":null}')
+    assert as_regex(json_schema_grammar({"properties": {"a": {"type": "boolean"}, "b": {"type": "null"}}})).fullmatch(
+        '{"b":null}'
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -146,8 +161,16 @@ def test_realistic_schemas_fit_the_budget(name: str) -> None:
     ("build", "message"),
     [
         (lambda: json_schema_grammar({"$ref": "#"}), "No output can satisfy"),
-        (lambda: json_schema_grammar({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}), "No output"),
-        (lambda: json_schema_grammar({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]}), "No output"),
+        (
+            lambda: json_schema_grammar(
+                {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+            ),
+            "No output",
+        ),
+        (
+            lambda: json_schema_grammar({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]}),
+            "No output",
+        ),
         (lambda: regex_grammar("((a{0,10000}){0,10000}){0,10000}"), "can be empty"),
         (lambda: regex_grammar("(a|b?)+"), "can be empty"),
         (lambda: parse_grammar('root ::= ("a"*)*'), "can be empty"),
@@ -194,7 +217,10 @@ def test_refusals_name_the_part_of_the_schema_they_come_from() -> None:
         check_grammar(grammar, BUDGET)
 
     heavy = {"type": "string", "pattern": "^([a-z]{16}|[0-9]{16}){1,9}$"}  # 288 classes
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"anyOf": [{"type": "null"}, {"type": "array", "items": heavy}]}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"anyOf": [{"type": "null"}, {"type": "array", "items": heavy}]}},
+    }
     assert refused_part(schema, check) == "properties.b.anyOf[1].items.pattern"
     by_ref = {"$defs": {"h": heavy}, "properties": {"x": {"$ref": "#/$defs/h"}}}
     assert refused_part(by_ref, check) == "$defs.h.pattern"

@@ -130,9 +130,15 @@ def test_include_stop_str_defaults_follow_ovms(client: TestClient, engine: FakeE
         ({"seed": "1"}, "seed"),
         ({"stop_token_ids": [-1]}, "stop_token_ids[0]"),
         ({"tool_choice": "required"}, "tool_choice"),
-        ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),
+        (
+            {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice.function.name",
+        ),
         ({"tools": [WEATHER, WEATHER]}, "tools"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "bogus"}}}}, "response_format.json_schema.schema.type"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "bogus"}}}},
+            "response_format.json_schema.schema.type",
+        ),
         ({"response_format": {"type": "xml"}}, "response_format.type"),
         ({"structured_outputs": {"regex": "(a"}}, "structured_outputs.regex"),
         ({"structured_outputs": {"grammar": "root ::= missing"}}, "structured_outputs.grammar"),
@@ -177,7 +183,9 @@ def test_n_choices_non_stream_and_stream(client: TestClient) -> None:
     assert chunks[-1]["usage"]["completion_tokens"] == 9
 
 
-def test_tool_calls_are_parsed_streamed_and_finish_with_tool_calls(client: TestClient, engine: FakeEngineClient) -> None:
+def test_tool_calls_are_parsed_streamed_and_finish_with_tool_calls(
+    client: TestClient, engine: FakeEngineClient
+) -> None:
     engine.script = 'Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
     body = chat(client, tools=[WEATHER], max_tokens=200).json()
     choice = body["choices"][0]
@@ -222,7 +230,13 @@ def test_tool_round_trip_messages_reach_the_template(client: TestClient, engine:
             "role": "assistant",
             "content": None,
             "refusal": None,
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}],
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
     ]
@@ -249,7 +263,12 @@ def test_template_options_reach_the_engine(client: TestClient, engine: FakeEngin
     messages = [*USER, {"role": "assistant", "content": "Well"}]
     response = client.post(
         "/v1/chat/completions",
-        json={"model": "fake", "messages": messages, "continue_final_message": True, "chat_template_kwargs": {"enable_thinking": False}},
+        json={
+            "model": "fake",
+            "messages": messages,
+            "continue_final_message": True,
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
     )
     assert response.status_code == 200, response.text
     prompt = engine.submitted[-1].prompt
@@ -277,13 +296,20 @@ def test_logprobs_shape(client: TestClient, engine: FakeEngineClient) -> None:
 
 
 def test_graph_file_parser_and_limit_keys(tmp_path) -> None:
-    from appliance.graphfiles import load_graph
     from appliance.errors import ConfigError
+    from appliance.graphfiles import load_graph
 
     path = tmp_path / "g.toml"
-    path.write_text('name = "g"\nmodel_path = "."\ntool_parser = "mistral"\nreasoning_parser = "think"\n[limits]\nbest_of_limit = 8\nmax_stop_sequences = 16\n')
+    path.write_text(
+        'name = "g"\nmodel_path = "."\ntool_parser = "mistral"\nreasoning_parser = "think"\n[limits]\nbest_of_limit = 8\nmax_stop_sequences = 16\n'
+    )
     loaded = load_graph(path)
-    assert (loaded.tool_parser, loaded.reasoning_parser, loaded.limits.best_of_limit, loaded.limits.max_stop_sequences) == ("mistral", "think", 8, 16)
+    assert (
+        loaded.tool_parser,
+        loaded.reasoning_parser,
+        loaded.limits.best_of_limit,
+        loaded.limits.max_stop_sequences,
+    ) == ("mistral", "think", 8, 16)
     path.write_text('name = "g"\nmodel_path = "."\ntool_parser = "hermes3"\n')
     with pytest.raises(ConfigError, match="`tool_parser`"):
         load_graph(path)

@@ -23,7 +23,9 @@ TEXT = {"role": "user", "content": "hi"}
 
 def _messages(*messages: dict) -> list:
     """Decoded as the routes decode them."""
-    return decode_body(json.dumps({"model": "fake", "messages": list(messages)}).encode(), ChatCompletionRequest).messages
+    return decode_body(
+        json.dumps({"model": "fake", "messages": list(messages)}).encode(), ChatCompletionRequest
+    ).messages
 
 
 def _refusal(messages: list, max_context: int = 0, tools: list | None = None) -> InvalidRequest:
@@ -54,7 +56,10 @@ def test_content_parts_and_tool_calls_count_together() -> None:
 
 def test_text_is_bounded_by_the_context() -> None:
     bound = 10 * CHARS_PER_TOKEN
-    fits = [{"role": "user", "content": "x" * (bound - 4)}, {"role": "assistant", "content": [{"type": "text", "text": "yyyy"}]}]
+    fits = [
+        {"role": "user", "content": "x" * (bound - 4)},
+        {"role": "assistant", "content": [{"type": "text", "text": "yyyy"}]},
+    ]
     check_messages(_messages(*fits), GRAPH, 10)
     check_messages(_messages({"role": "user", "content": "x" * (bound + 1)}), GRAPH, 0)  # context unknown
     error = _refusal(_messages(*fits, {"role": "user", "content": "z"}), max_context=10)
@@ -80,7 +85,13 @@ def client():
 
 @pytest.mark.parametrize(
     "path",
-    ["/v1/chat/completions", "/v3/chat/completions", "/tokenize", "/invocations", "/_inference/chat_completion/x/_stream"],
+    [
+        "/v1/chat/completions",
+        "/v3/chat/completions",
+        "/tokenize",
+        "/invocations",
+        "/_inference/chat_completion/x/_stream",
+    ],
 )
 def test_every_route_that_takes_messages_refuses_before_the_engine(client, path: str) -> None:
     test_client, engine = client
@@ -99,8 +110,13 @@ def test_tools_are_counted_and_their_definitions_are_text() -> None:
     from appliance.service.prompt_limits import MAX_TOOLS
 
     def tools(count: int, description: str = "") -> list:
-        request = {"model": "fake", "messages": [TEXT], "tools": [
-            {"type": "function", "function": {"name": f"f{i}", "description": description}} for i in range(count)]}
+        request = {
+            "model": "fake",
+            "messages": [TEXT],
+            "tools": [
+                {"type": "function", "function": {"name": f"f{i}", "description": description}} for i in range(count)
+            ],
+        }
         return decode_body(json.dumps(request).encode(), ChatCompletionRequest).tools
 
     check_messages(_messages(TEXT), GRAPH, 0, tools(MAX_TOOLS))

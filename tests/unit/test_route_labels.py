@@ -33,5 +33,7 @@ def test_route_label_is_the_route_template(method: str, path: str, headers: dict
     app = create_app(ModelRegistry([]), start_engines=False, metrics=metrics)
     with TestClient(Gate(app, metrics=metrics, api_keys=["k"], route_labels=RouteLabels(app.routes))) as client:
         client.request(method, path, headers=headers)
-    samples = [s for family in metrics.registry.collect() for s in family.samples if s.name == "appliance_http_requests_total"]
+    samples = [
+        s for family in metrics.registry.collect() for s in family.samples if s.name == "appliance_http_requests_total"
+    ]
     assert [s.labels["route"] for s in samples] == [route]

@@ -28,7 +28,12 @@ def test_precedence(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("prot = 1\n", "unknown key `prot`"), ('port = "x"\n', "port"), ("port = 70000\n", "port"), ("port = \n", "not valid TOML")],
+    [
+        ("prot = 1\n", "unknown key `prot`"),
+        ('port = "x"\n', "port"),
+        ("port = 70000\n", "port"),
+        ("port = \n", "not valid TOML"),
+    ],
 )
 def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
     config = tmp_path / "appliance.toml"

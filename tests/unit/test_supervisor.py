@@ -63,7 +63,10 @@ def test_idle_engine_silent_past_the_limit_is_killed(caplog: pytest.LogCaptureFi
     assert process.killed
     stall_lines = [r.message for r in caplog.records if "stalled" in r.message]
     assert len(stall_lines) == 1  # logged once per stall
-    assert any("killing pid 4242: no progress for 11" in r.message and "0 requests in flight" in r.message for r in caplog.records)
+    assert any(
+        "killing pid 4242: no progress for 11" in r.message and "0 requests in flight" in r.message
+        for r in caplog.records
+    )
 
 
 def test_loading_is_not_a_hang() -> None:

@@ -26,7 +26,12 @@ def run(parser: str, text: str, chunk: int) -> tuple[str, list[ParsedCall]]:
 F = ParsedCall("f", '{"a": 1}')
 G = ParsedCall("g", "{}")
 CASES = [
-    ("hermes", 'Hi <tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n<tool_call>{"name": "g", "arguments": {}}</tool_call>', "Hi ", [F, G]),
+    (
+        "hermes",
+        'Hi <tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n<tool_call>{"name": "g", "arguments": {}}</tool_call>',
+        "Hi ",
+        [F, G],
+    ),
     ("hermes", 'a < b <tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call> c', "a < b  c", [F]),
     ("hermes", "Hi <tool_call>{oops}</tool_call>", "Hi <tool_call>{oops}</tool_call>", []),
     ("hermes", 'Cut <tool_call>{"name": "f", "argu', 'Cut <tool_call>{"name": "f", "argu', []),
@@ -39,7 +44,12 @@ CASES = [
     ("mistral", '[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{}', "", [F, G]),
     ("mistral", "[TOOL_CALLS] nope", "[TOOL_CALLS] nope", []),
     # Cut off by max_tokens: the complete calls count, the rest stays content.
-    ("hermes", '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>\n<tool_call>{"name": "g"', '<tool_call>{"name": "g"', [F]),
+    (
+        "hermes",
+        '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>\n<tool_call>{"name": "g"',
+        '<tool_call>{"name": "g"',
+        [F],
+    ),
     ("llama3_json", '{"name": "f", "parameters": {"a": 1}}; {"name": "g", "param', '; {"name": "g", "param', [F]),
     ("mistral", '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "g", "argu', ', {"name": "g", "argu', [F]),
 ]
@@ -67,7 +77,12 @@ def test_call_ids() -> None:
 
 def test_forced_call_grammar_names_only_the_chosen_tool() -> None:
     tools = [
-        Tool(function=FunctionDefinition(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})),
+        Tool(
+            function=FunctionDefinition(
+                name="get_weather",
+                parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            )
+        ),
         Tool(function=FunctionDefinition(name="no_args")),
     ]
     named = forced_call_grammar("hermes", tools, "no_args", parallel=False)

@@ -30,7 +30,12 @@ def graph(tool_parser: str | None = "hermes"):
         ({"tools": [TOOL], "tool_choice": "auto"}, "hermes", False, None),
         ({"tools": [TOOL], "tool_choice": "none"}, None, False, None),
         ({"tools": [TOOL], "tool_choice": "required"}, "hermes", True, None),
-        ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "hermes", True, "get_weather"),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+            "hermes",
+            True,
+            "get_weather",
+        ),
     ],
 )
 def test_one_rule_for_tools_in_play(fields: dict, parser: str | None, forced: bool, name: str | None) -> None:
@@ -52,7 +57,10 @@ def test_tool_choice_none_needs_no_tool_parser() -> None:
     [
         ({"tool_choice": "required"}, "tool_choice"),
         ({"tools": [TOOL, TOOL]}, "tools"),
-        ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "other"}}}, "tool_choice.function.name"),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "other"}}},
+            "tool_choice.function.name",
+        ),
     ],
 )
 def test_tools_that_do_not_fit_are_refused(fields: dict, param: str) -> None:

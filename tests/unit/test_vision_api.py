@@ -125,7 +125,11 @@ def test_text_only_graph_refuses_images(client: TestClient) -> None:
 
 def test_too_many_images_counts_the_whole_conversation(client: TestClient, vision: FakeEngineClient) -> None:
     two = [image(data_url(PNG_A)), image(data_url(PNG_A))]
-    messages = [{"role": "user", "content": two}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": two}]
+    messages = [
+        {"role": "user", "content": two},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": two},
+    ]
     message = assert_400(chat(client, messages), "messages[2].content[1]", "too_many_images")
     assert "at most 3" in message
     assert vision.submitted == []
@@ -239,14 +243,19 @@ def test_pixels_travel_in_raw_frames_after_the_submit() -> None:
 
     pixels = [bytes(range(6)) * 2, bytes(3)]
     images = [ImageData(width=2, height=2, pixels=pixels[0]), ImageData(width=1, height=1, pixels=pixels[1])]
-    submit = Submit(request_id=7, prompt=ChatPrompt(messages=[], images=images), params=SamplingParams(max_new_tokens=1))
+    submit = Submit(
+        request_id=7, prompt=ChatPrompt(messages=[], images=images), params=SamplingParams(max_new_tokens=1)
+    )
     frames = encode_to_engine(submit)
     assert len(frames) == 3 and frames[1] is pixels[0] and frames[2] is pixels[1]  # sent as they are
     assert b"\x00\x01\x02\x03\x04\x05" not in frames[0]  # no pixels in the message itself
     decoder = ToEngineDecoder()
     received = [decoder.feed(bytes(frame)) for frame in [*frames, *encode_to_engine(Cancel(request_id=7))]]
     assert received[:2] == [None, None]
-    assert [(i.width, i.height, bytes(i.pixels)) for i in received[2].prompt.images] == [(2, 2, pixels[0]), (1, 1, pixels[1])]
+    assert [(i.width, i.height, bytes(i.pixels)) for i in received[2].prompt.images] == [
+        (2, 2, pixels[0]),
+        (1, 1, pixels[1]),
+    ]
     assert received[3] == Cancel(request_id=7)
     text_only = Submit(request_id=8, prompt=ChatPrompt(messages=[]), params=SamplingParams(max_new_tokens=1))
     assert decoder.feed(encode_to_engine(text_only)[0]) == text_only

@@ -67,9 +67,10 @@ def _absolute_paths(source: Path) -> str:
         if key.endswith("_path") and isinstance(value, str) and not Path(value).is_absolute():
             absolute = (source.parent / value).resolve()
             # A JSON string is a valid TOML basic string.
+            line = f"{key} = {json.dumps(str(absolute))}"
             text = re.sub(
                 rf"^{re.escape(key)}\s*=.*$",
-                lambda _: f"{key} = {json.dumps(str(absolute))}",
+                line.replace("\\", "\\\\"),  # a replacement template: backslashes escaped
                 text,
                 count=1,
                 flags=re.MULTILINE,

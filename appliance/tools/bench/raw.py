@@ -123,7 +123,9 @@ class RawStatefulPipeline:
     def __init__(self, graph: Graph) -> None:
         if graph.accepts_images:
             # VLMPipeline.generate takes a prompt string, not the workload's exact token ids.
-            raise ValueError(f"{graph.source}: no raw baseline for a stateful vision graph; run the bench with --no-raw")
+            raise ValueError(
+                f"{graph.source}: no raw baseline for a stateful vision graph; run the bench with --no-raw"
+            )
         self.pipe = load_stateful_pipeline(graph)
         self._eos_token_id = self.pipe.get_tokenizer().get_eos_token_id()
 

@@ -137,8 +137,12 @@ def _served(
         since, cpu_before = time.time(), time.process_time()
         results, duration = asyncio.run(
             run_level(
-                url, model, prompts[:count], concurrency=concurrency,
-                output_tokens=workload.output_tokens, api_key=api_key,
+                url,
+                model,
+                prompts[:count],
+                concurrency=concurrency,
+                output_tokens=workload.output_tokens,
+                api_key=api_key,
             )  # fmt: skip
         )
         client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0

@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.damping}, num_assistant_tokens {args.assistant_tokens}, greedy, {args.max_tokens} "
         "output tokens per request"
     )
-    print(f"{'concurrency':>11} {'requests':>8} {'plain tok/s':>11} {'spec tok/s':>10} {'speed-up':>8} {'acceptance':>10}")
+    print(
+        f"{'concurrency':>11} {'requests':>8} {'plain tok/s':>11} {'spec tok/s':>10} {'speed-up':>8} {'acceptance':>10}"
+    )
     for level in (int(c) for c in args.concurrency.split(",")):
         count = args.requests or max(3, 2 * level)
         prompts = _prompts(tokenizer, count, args.prompt_words)
@@ -165,15 +167,21 @@ def main(argv: list[str] | None = None) -> None:
         run_level(spec, prompts[:1], concurrency=1, max_tokens=8, assistant_tokens=args.assistant_tokens)
         plain_runs, spec_runs = [], []
         for _ in range(2):  # alternate, so a slow phase of the machine hits both
-            plain_runs.append(run_level(plain, prompts, concurrency=level, max_tokens=args.max_tokens, assistant_tokens=0))
+            plain_runs.append(
+                run_level(plain, prompts, concurrency=level, max_tokens=args.max_tokens, assistant_tokens=0)
+            )
             spec_runs.append(
-                run_level(spec, prompts, concurrency=level, max_tokens=args.max_tokens, assistant_tokens=args.assistant_tokens)
+                run_level(
+                    spec, prompts, concurrency=level, max_tokens=args.max_tokens, assistant_tokens=args.assistant_tokens
+                )
             )
         plain_tps = statistics.median(r.tokens_per_second for r in plain_runs)
         spec_tps = statistics.median(r.tokens_per_second for r in spec_runs)
         drafted = sum(r.drafted for r in spec_runs)
         acceptance = sum(r.accepted for r in spec_runs) / drafted if drafted else 0.0
-        print(f"{level:>11} {count:>8} {plain_tps:>11.1f} {spec_tps:>10.1f} {spec_tps / plain_tps:>7.2f}x {acceptance:>10.2f}")
+        print(
+            f"{level:>11} {count:>8} {plain_tps:>11.1f} {spec_tps:>10.1f} {spec_tps / plain_tps:>7.2f}x {acceptance:>10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,10 @@ def build_prompts(
             ids = encode(text)
             if len(ids) == length:
                 break
-            chosen = chosen[: length - (len(ids) - length)] if len(ids) > length else chosen + rng.choices(
-                words, k=length - len(ids)
+            chosen = (
+                chosen[: length - (len(ids) - length)]
+                if len(ids) > length
+                else chosen + rng.choices(words, k=length - len(ids))
             )
         else:
             raise ValueError(f"could not build a prompt of exactly {length} tokens with this tokenizer")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 # Bump when the build procedure changes in a way that changes the files it writes: every demo
 # model built by an older procedure is then rebuilt.
@@ -136,7 +136,7 @@ class QwenVLSpec:
 
 
 # Each kind has a matching branch in `export.build_model`.
-ModelSpec = Union[CausalLMSpec, QwenVLSpec]
+ModelSpec = CausalLMSpec | QwenVLSpec
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class ModelRef:
     name: str
 
 
-TomlScalar = Union[str, int, float, bool, ModelRef]
+TomlScalar = str | int | float | bool | ModelRef
 
 
 @dataclass(frozen=True)
@@ -327,9 +327,7 @@ RECIPES: dict[str, DemoRecipe] = {
                 seed=0,
             ),
             graph=GraphSpec(
-                description=(
-                    "a random-weight model shaped like Qwen2.5-0.5B, for benchmarks; " + _LOCAL_NOTE
-                ),
+                description=("a random-weight model shaped like Qwen2.5-0.5B, for benchmarks; " + _LOCAL_NOTE),
                 cache_size=2,
                 max_num_seqs=64,
                 max_num_batched_tokens=256,

@@ -27,7 +27,9 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--disconnect-fraction", type=float, default=0.15, help="clients that hang up early (default 0.15)"
     )
-    parser.add_argument("--burst-every", type=float, default=60.0, metavar="S", help="seconds between bursts (default 60)")
+    parser.add_argument(
+        "--burst-every", type=float, default=60.0, metavar="S", help="seconds between bursts (default 60)"
+    )
     parser.add_argument("--api-key", help="bearer key, when the server needs one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")

@@ -67,12 +67,17 @@ def _image_data_url(seed: int) -> str:
 
 
 def _body(config: SoakConfig, rng: random.Random, *, stream: bool, image: bool) -> dict[str, Any]:
-    text = f"soak request {rng.randrange(10**6)}: " + " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randrange(3, 40)))
+    text = f"soak request {rng.randrange(10**6)}: " + " ".join(
+        rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randrange(3, 40))
+    )
     content: Any = text
     model = config.text_model
     if image and config.vision_model:
         model = config.vision_model
-        content = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": _image_data_url(rng.randrange(1000))}}]
+        content = [
+            {"type": "text", "text": text},
+            {"type": "image_url", "image_url": {"url": _image_data_url(rng.randrange(1000))}},
+        ]
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": content}],
@@ -231,7 +236,12 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
         pids, stats = await _server_pids(client)
         queue_limit = stats["models"][config.text_model]["max_queued_requests"]
         log(f"warming up ({config.concurrency} clients) ...")
-        await asyncio.gather(*(_non_stream(client, _body(config, rng, stream=False, image=False), Tally(), False) for _ in range(config.concurrency)))
+        await asyncio.gather(
+            *(
+                _non_stream(client, _body(config, rng, stream=False, image=False), Tally(), False)
+                for _ in range(config.concurrency)
+            )
+        )
         start_usage = process_usage(pids)
         started = time.monotonic()
         deadline = started + config.minutes * 60
@@ -253,7 +263,9 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
                 await asyncio.sleep(config.burst_every_s)
                 if time.monotonic() >= deadline:
                     return
-                log(f"burst of {queue_limit + 16} requests (queue limit {queue_limit}) at {time.monotonic() - started:.0f} s")
+                log(
+                    f"burst of {queue_limit + 16} requests (queue limit {queue_limit}) at {time.monotonic() - started:.0f} s"
+                )
                 await _burst(client, config, rng, tally, queue_limit + 16)
 
         burst_task = asyncio.ensure_future(bursts())
@@ -264,7 +276,11 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
         pids, stats = await _server_pids(client)
         end_usage = process_usage(pids)
     idle = all(model["in_flight"] == 0 and model["running"] == 0 for model in stats["models"].values())
-    failures = {kind: n for kind, n in tally.outcomes.items() if not (kind.startswith("ok") or kind in ("503_intended", "disconnected_early"))}
+    failures = {
+        kind: n
+        for kind, n in tally.outcomes.items()
+        if not (kind.startswith("ok") or kind in ("503_intended", "disconnected_early"))
+    }
     report = {
         "minutes": round(elapsed / 60, 2),
         "requests": sum(tally.outcomes.values()),
@@ -276,12 +292,16 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
         "process_usage_end": end_usage,
         "event_loop_lag_ms": stats["event_loop_lag_ms"],
     }
-    report["passed"] = report["lost_or_malformed"] == 0 and idle and tally.outcomes["503_intended"] + tally.outcomes["ok_burst"] > 0
+    report["passed"] = (
+        report["lost_or_malformed"] == 0 and idle and tally.outcomes["503_intended"] + tally.outcomes["ok_burst"] > 0
+    )
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"soak: {report['requests']} requests in {report['minutes']} min -> {'PASSED' if report['passed'] else 'FAILED'}"]
+    lines = [
+        f"soak: {report['requests']} requests in {report['minutes']} min -> {'PASSED' if report['passed'] else 'FAILED'}"
+    ]
     for kind, count in report["outcomes"].items():
         lines.append(f"  {kind:<22} {count}")
     lines.append(f"  lost or malformed      {report['lost_or_malformed']}")

@@ -88,7 +88,9 @@ def test_fetches_from_an_allowed_server(server) -> None:
     assert fetch(f"http://images.test:{port}/a.png") == PNG
 
 
-@pytest.mark.parametrize("host", ["internal.test", "metadata.test", "cgnat.test", "mapped.test", "mixed.test", "loopback6.test"])
+@pytest.mark.parametrize(
+    "host", ["internal.test", "metadata.test", "cgnat.test", "mapped.test", "mixed.test", "loopback6.test"]
+)
 def test_names_resolving_to_non_public_addresses_are_refused_before_connecting(host: str) -> None:
     message = refused(f"http://{host}/a.png", transport=NoNetwork())
     assert "resolves to" in message and "not allowed" in message
@@ -156,9 +158,26 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     directory = tmp_path_factory.mktemp("tls")
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=images.test", "-addext", "subjectAltName=DNS:images.test"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=images.test",
+            "-addext",
+            "subjectAltName=DNS:images.test",
+        ],
+        check=True,
+        capture_output=True,
     )
 
     class Echo(BaseHTTPRequestHandler):
