@@ -19,6 +19,7 @@ from appliance.graphfiles import Graph
 from appliance.graphfiles.checks import prepare_graphs
 from appliance.media import ImageLoader, build_policy
 from appliance.metrics import Metrics
+from appliance.runtime.backoff import restart_delay
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
@@ -61,13 +62,13 @@ def serve(settings: Settings) -> int:
             server.should_exit = True
 
     metrics = Metrics()
-    engines = [EngineClient(graph, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
+    engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
     registry = ModelRegistry(engines)
     # Engines started by a reload must not stop the server when they fail: the reload reports it.
     reloader = Reloader(
         registry,
         Path(settings.graphs),
-        lambda graph: EngineClient(graph, metrics=metrics),
+        lambda graph: EngineClient(graph, restart_delay=restart_delay, metrics=metrics),
         prepare=prepare,
         drain_seconds=settings.drain_seconds,
     )

@@ -51,7 +51,7 @@ class FakeEngineClient(EngineClient):
     """When set, every reply is this text (in 4-character deltas) instead of the reversed prompt."""
 
     def __init__(self, graph: Graph | None = None) -> None:
-        super().__init__(graph or fake_graph())
+        super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
         self.cancelled: list[int] = []
         self.submitted: list[Submit] = []
 

@@ -63,7 +63,6 @@ log = logging.getLogger("appliance.engine")
 State = Literal["loading", "ready", "restarting", "failed", "stopped"]
 Status = Literal[State, "stalled"]
 _ids = itertools.count(1)
-_RESTART_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 _STALL_FLOOR_S = 2.0
 """Silence shorter than this never reads as stalled: an idle engine reports every 0.5 s."""
 
@@ -166,10 +165,14 @@ class EngineClient:
         self,
         graph: Graph,
         *,
+        restart_delay: Callable[[int], float],
         on_fatal: Callable[[str], None] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
+        """`restart_delay(n)`: seconds to wait before the (n+1)-th restart in a row of a dead
+        engine process (the runtime's policy, `appliance.runtime.backoff`)."""
         self.graph = graph
+        self._restart_delay = restart_delay
         self._metrics = metrics
         self.state: State = "stopped"
         self.max_context = 0
@@ -551,7 +554,7 @@ class EngineClient:
         if self._metrics:
             self._metrics.engine_restarts.labels(self.name).inc()
             self._metrics.model_ready.labels(self.name).set(0)
-        delay = _RESTART_DELAYS_S[min(self._restarts, len(_RESTART_DELAYS_S) - 1)]
+        delay = self._restart_delay(self._restarts)
         self._restarts += 1
         self._restart_task = self._loop.create_task(self._restart_after(delay))
 

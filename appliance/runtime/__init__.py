@@ -8,8 +8,9 @@
 - `supervisor.py`: the loop run for the server's lifetime: the watchdog every tick, and what
   systemd is told (READY, STATUS, WATCHDOG, STOPPING, RELOADING).
 - `sdnotify.py`: systemd's notify protocol in stdlib.
+- `backoff.py`: how soon a dead engine process is started again.
 
-An engine process that dies (crashed, or killed by the watchdog) is restarted with back-off by
-its `EngineClient` (`appliance.engine.client`). Dependencies point down: this package uses the
+An engine process that dies (crashed, or killed by the watchdog) is restarted by its
+`EngineClient` (`appliance.engine.client`) after the delay `backoff.restart_delay` gives it. Dependencies point down: this package uses the
 engine and the graph files, never the service or api layers.
 """

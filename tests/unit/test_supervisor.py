@@ -101,3 +101,10 @@ def test_a_stateful_engine_that_talks_but_makes_no_tokens_is_stalled() -> None:
         assert engine.silent_seconds < 1
 
     asyncio.run(scenario())
+
+
+def test_restart_back_off_grows_then_repeats() -> None:
+    from appliance.runtime.backoff import RESTART_DELAYS_S, restart_delay
+
+    assert [restart_delay(n) for n in range(7)] == [*RESTART_DELAYS_S, RESTART_DELAYS_S[-1], RESTART_DELAYS_S[-1]]
+    assert RESTART_DELAYS_S == tuple(sorted(RESTART_DELAYS_S))
