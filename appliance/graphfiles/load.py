@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, validation_path
 from appliance.graphfiles.schema import STATEFUL_PROPERTIES, Graph, SchedulerOverrides, SchedulerSettings, is_npu
 
 __all__ = ["load_graph", "load_graphs"]
@@ -121,8 +121,7 @@ def load_graphs(directory: Path) -> list[Graph]:
 def _describe(exc: msgspec.ValidationError) -> str:
     # msgspec says "... - at `$.scheduler.cache_size`"; lead with the field path, TOML-style.
     text = str(exc)
-    match = re.search(r" - at `\$\.?(.*)`$", text)
-    if not match:
+    reason, field = validation_path(text)
+    if reason == text:
         return text
-    field = match.group(1) or "(top level)"
-    return f"`{field}`: {text[: match.start()]}"
+    return f"`{field or '(top level)'}`: {reason}"
