@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 import msgspec
 
+from appliance.errors import ConfigError
 from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, load_settings
 
 __all__ = ["register", "run", "settings_from"]
@@ -39,9 +40,10 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     """Add `serve` with a flag for each settings field."""
     parser = subcommands.add_parser(
         "serve",
-        help="serve every graph file in a directory",
-        description="Serve every graph file in a directory. Each setting can also come from "
-        "APPLIANCE_<NAME> environment variables or a TOML settings file (flags win).",
+        help="serve every graph file in a directory (default graphs/)",
+        description="Serve every graph file in a directory (default graphs/; without any graph file, exit 2 "
+        "saying how to make one). Each setting can also come from APPLIANCE_<NAME> environment variables or "
+        "a TOML settings file (flags win).",
     )
     parser.add_argument(
         "--config",
@@ -62,16 +64,31 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM; the server's exit code."""
+    """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when there is nothing to serve)."""
+    settings = settings_from(args)
+    _check_something_to_serve(Path(settings.graphs))
     from appliance.server import serve
 
-    return serve(settings_from(args))
+    return serve(settings)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings `serve` runs with: the flags given over the environment, file and defaults."""
     flags = {name: getattr(args, name) for name in Settings.__struct_fields__}
     return load_settings(flags, config=args.config)
+
+
+def _check_something_to_serve(graphs: Path) -> None:
+    """ConfigError saying how to get graph files when `graphs` has none: checked before the server
+    (and OpenVINO) is imported, so a first `appliance serve` in the wrong place answers at once."""
+    if graphs.is_dir() and any(graphs.glob("*.toml")):
+        return
+    where = f"{graphs}/ does not exist" if not graphs.is_dir() else f"{graphs}/ holds no graph files (*.toml)"
+    demo = f"appliance demo {graphs.parent}" if graphs.name == "graphs" else "appliance demo DIR"
+    raise ConfigError(
+        f"nothing to serve: {where}. Build the demo models with `{demo}` (it writes graphs/ and models/ there), "
+        "or write a graph file for your model (docs/models.md) and pass its directory with --graphs DIR"
+    )
 
 
 def _add_flag(container: argparse._ActionsContainer, field: msgspec.structs.FieldInfo) -> None:

@@ -91,3 +91,24 @@ def test_the_core_never_imports_the_tools() -> None:
             names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
             offenders += [f"{relative}: {name}" for name in names if name.startswith("appliance.tools")]
     assert not offenders
+
+
+def test_serve_without_graph_files_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in Settings.__struct_fields__:
+        monkeypatch.delenv(f"APPLIANCE_{name.upper()}", raising=False)
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "site" / "graphs"
+    empty.mkdir(parents=True)
+    config = tmp_path / "none.toml"
+    config.write_text("")  # not /etc/appliance/appliance.toml, whatever this machine has there
+    # Default graphs/ (missing here), then an empty directory: exit 2 with one line, no traceback.
+    for argv, where, demo in (
+        ([], "graphs/ does not exist", "`appliance demo .`"),
+        (["--graphs", str(empty)], f"{empty}/ holds no graph files (*.toml)", f"`appliance demo {empty.parent}`"),
+    ):
+        assert main(["serve", "--config", str(config), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"appliance: nothing to serve: {where}. ") and err.count("\n") == 1
+        assert demo in err and "docs/models.md" in err
