@@ -1,8 +1,9 @@
 """OpenAI chat completions, completions and models: request and response structs.
 
 Wire names and field order follow the OpenAI API reference. Request structs declare every field
-the appliance honours and refuse any other (OpenAI itself refuses unrecognized arguments), so no
-parameter is ever silently ignored. Extensions (vLLM/OVMS names, sent with the SDK's `extra_body`)
+the appliance honours, and the OpenAI fields it accepts without effect or refuses with a reason
+(`service.field_policy`); any other is refused (OpenAI itself refuses unrecognized arguments), so
+no parameter that could change the output is ever silently ignored. Extensions (vLLM/OVMS names, sent with the SDK's `extra_body`)
 follow the OpenAI fields. Ranges are the reference's; limits that depend on the model's graph
 (max_tokens_limit, best_of_limit, max_stop_sequences) are checked by the service.
 """
@@ -60,6 +61,10 @@ Penalty = Annotated[float, Meta(ge=-2, le=2)]
 Choices = Annotated[int, Meta(ge=1, le=128)]
 TokenId = Annotated[int, Meta(ge=0)]
 Identifier = Annotated[str, Meta(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+Metadata = Annotated[
+    dict[Annotated[str, Meta(max_length=64)], Annotated[str, Meta(max_length=512)]], Meta(max_length=16)
+]
+"""OpenAI's metadata: up to 16 pairs, keys up to 64 characters, values up to 512."""
 
 
 class _Request(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -211,6 +216,8 @@ class StructuredOutputs(_Request):
 
 class StreamOptions(_Request):
     include_usage: bool = False
+    include_obfuscation: bool | None = None
+    """Accepted without effect: no obfuscation padding is written here."""
 
 
 class _Sampling(_Request, kw_only=True):
@@ -277,6 +284,22 @@ class ChatCompletionRequest(_Sampling, kw_only=True):
     add_generation_prompt: bool | None = None
     """Default true (false with continue_final_message)."""
     continue_final_message: bool = False
+    # Accepted without effect, or refused unless neutral: see service/field_policy.py (CHAT).
+    store: bool | None = None
+    metadata: Metadata | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    safety_identifier: str | None = None
+    prediction: dict[str, Any] | None = None
+    audio: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    web_search_options: dict[str, Any] | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: str | dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = None
 
 
 class CompletionRequest(_Sampling, kw_only=True):
@@ -287,6 +310,9 @@ class CompletionRequest(_Sampling, kw_only=True):
     logprobs: Annotated[int, Meta(ge=0, le=5)] | None = None
     """Only 0 is served (the chosen tokens' logprobs): the engine computes no alternatives."""
     max_tokens: MaxTokens | None = 16
+    # Refused unless neutral: see service/field_policy.py (COMPLETIONS).
+    echo: bool | None = None
+    suffix: str | None = None
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatC
 from appliance.service.chat_output import chat_completion, chat_completion_chunks
 from appliance.service.chat_prompt import chat_messages, template_options
 from appliance.service.constraints import constrained_output
+from appliance.service.field_policy import CHAT, STREAM_OPTIONS, check_fields
 from appliance.service.images import ImageParts
 from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
@@ -53,6 +54,8 @@ class ChatPlan:
 async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> ChatPlan:
     """The plan of `request` on `engine`'s graph; InvalidRequest (400) naming the field otherwise."""
     graph = engine.graph
+    check_fields(request, CHAT)
+    check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
     check_messages(request.messages, graph, engine.max_context, request.tools)
     images = ImageParts(graph, engine.vision_tokens)
     messages = chat_messages(request.messages, images)

@@ -14,6 +14,7 @@ from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, T
 from appliance.service.chat_prompt import chat_messages, template_options
 from appliance.service.completion_output import completion, completion_chunks
 from appliance.service.constraints import constrained_output
+from appliance.service.field_policy import COMPLETIONS, STREAM_OPTIONS, check_fields
 from appliance.service.images import ImageParts, check_prompt_text
 from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
@@ -27,6 +28,8 @@ async def open_completion(
 ) -> list[RequestStream]:
     """Submit one engine request per prompt; all of them or none (see `sampling_params` for
     `logprob_values_optional`)."""
+    check_fields(request, COMPLETIONS)
+    check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
     prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
     if engine.graph.accepts_images:
         for index, prompt in enumerate(prompts):

@@ -1,0 +1,109 @@
+"""OpenAI fields the appliance does not honour: informative ones accepted without effect, refused
+ones a 400 naming them (unless neutral), truly unknown ones still `unknown_parameter`."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from litestar.testing import TestClient
+
+from appliance.api.app import create_app
+from appliance.runtime.registry import ModelRegistry
+from tests.fakes import FakeEngineClient
+
+USER = [{"role": "user", "content": "one two three"}]
+
+
+@pytest.fixture
+def engine() -> FakeEngineClient:
+    return FakeEngineClient()
+
+
+@pytest.fixture
+def client(engine: FakeEngineClient):
+    app = create_app(ModelRegistry([engine]))
+
+    async def start_fake(_app) -> None:
+        engine.start()
+
+    app.on_startup.append(start_fake)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def chat(client: TestClient, **fields):
+    return client.post("/v1/chat/completions", json={"model": "fake", "messages": USER, "max_tokens": 2, **fields})
+
+
+INFORMATIVE_CHAT = {
+    "store": False,
+    "metadata": {},
+    "service_tier": "auto",
+    "prompt_cache_key": "k",
+    "prompt_cache_retention": "24h",
+    "prompt_cache_options": {"mode": "implicit"},
+    "safety_identifier": "user-hash",
+    "prediction": {"type": "content", "content": "three two"},
+    "user": "someone",
+    "stream_options": {"include_obfuscation": False},
+}
+
+
+@pytest.mark.parametrize(("name", "value"), INFORMATIVE_CHAT.items())
+def test_informative_chat_fields_change_nothing(
+    client: TestClient, name: str, value: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = chat(client)
+    with caplog.at_level(logging.DEBUG, logger="appliance.requests"):
+        informed = chat(client, **{name: value})
+    assert informed.status_code == 200, informed.text
+    assert informed.json()["choices"] == plain.json()["choices"]
+    if name != "user":
+        assert "accepted without effect" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"verbosity": "low"}, "verbosity"),
+        ({"web_search_options": {}}, "web_search_options"),
+        ({"functions": [{"name": "f"}]}, "functions"),
+        ({"function_call": "auto"}, "function_call"),
+        ({"moderation": {"model": "omni-moderation-latest"}}, "moderation"),
+    ],
+)
+def test_refused_chat_fields_name_the_field(client: TestClient, fields: dict, param: str) -> None:
+    response = chat(client, **fields)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == (param, "unsupported_parameter")
+    assert "not supported" in error["message"]
+
+
+@pytest.mark.parametrize("fields", [{"modalities": ["text"]}, {"verbosity": "medium"}, {"functions": []}])
+def test_neutral_values_of_refused_fields_are_accepted(client: TestClient, fields: dict) -> None:
+    assert chat(client, **fields).status_code == 200
+
+
+def test_unknown_fields_keep_their_400(client: TestClient) -> None:
+    error = chat(client, storee=False).json()["error"]
+    assert (error["param"], error["code"]) == ("storee", "unknown_parameter")
+
+
+def test_metadata_is_bounded_as_openai_bounds_it(client: TestClient) -> None:
+    too_many = {f"k{i}": "v" for i in range(17)}
+    assert chat(client, metadata=too_many).json()["error"]["param"] == "metadata"
+    assert chat(client, metadata={"k": "v" * 513}).status_code == 400
+
+
+def test_completions_echo_and_suffix(client: TestClient) -> None:
+    def complete(**fields):
+        return client.post("/v1/completions", json={"model": "fake", "prompt": "one two", **fields})
+
+    assert complete(echo=False, suffix="").status_code == 200
+    for fields, param in (({"echo": True}, "echo"), ({"suffix": "end"}, "suffix")):
+        error = complete(**fields).json()["error"]
+        assert (error["param"], error["code"]) == (param, "unsupported_parameter")
