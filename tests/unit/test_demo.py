@@ -340,3 +340,12 @@ def test_demo_smol_links_the_installed_wheel(tmp_path: Path) -> None:
     assert (graph_path.parent / tomllib.loads(graph_path.read_text())["model_path"]).resolve() == model.resolve()
     assert build_demo(tmp_path, ["demo-smol"], log=lines.append) == [graph_path]
     assert lines[-1] == f"demo-smol: up to date ({tmp_path / 'models' / 'demo-smol'})"
+
+
+def test_the_shared_test_root_links_demo_smol(smol_root: Path) -> None:
+    # The session fixture the real-model e2e tests use: linked once into .cache/, never copied.
+    model = smol_root / "models" / "demo-smol" / SMOLLM2.file
+    source = packaged.locate("demo-smol", SMOLLM2)
+    assert os.path.samefile(model, source) or source.stat().st_dev != model.stat().st_dev
+    assert is_current(model.parent, RECIPES["demo-smol"].fingerprint(), [SMOLLM2.file])
+    assert not (smol_root / "graphs" / "demo-chat.toml").exists()
