@@ -417,7 +417,11 @@ class EngineClient:
             self._ready.set()
             self._update_gauges()
             log.info(
-                "engine %s: ready in %.1f s (context %d tokens)", self.name, message.load_seconds, message.max_context
+                "engine %s: ready in %.1f s (context %d tokens%s)",
+                self.name,
+                message.load_seconds,
+                message.max_context,
+                f", GGUF_READER={message.gguf_reader}" if message.gguf_reader else "",
             )
         elif isinstance(message, LoadFailed):
             self.load_error = message.message

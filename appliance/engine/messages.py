@@ -219,6 +219,8 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
     load_seconds: float
     vision_tokens: list[str] = []
     """Vision graphs: the model's own image/video marker tokens, refused in user text."""
+    gguf_reader: str = ""
+    """GGUF graphs: the GGUF_READER the engine process loaded the file with."""
 
 
 class LoadFailed(msgspec.Struct, frozen=True, tag="load_failed"):

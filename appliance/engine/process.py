@@ -32,6 +32,10 @@ def main(graph: Graph, conn: Connection) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Ctrl+C reaches the whole process group: the server decides when its engines stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if graph.gguf:
+        # OpenVINO GenAI picks its GGUF reader from the environment when it loads the file; set here,
+        # it holds for this model's process only (an inherited value is overridden: the graph decides).
+        os.environ["GGUF_READER"] = graph.effective_gguf_reader or "LEGACY"
     started = time.monotonic()
     try:
         engine: Engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
@@ -46,6 +50,7 @@ def main(graph: Graph, conn: Connection) -> None:
                 max_context=engine.max_context,
                 load_seconds=time.monotonic() - started,
                 vision_tokens=vision_tokens,
+                gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
             )
         )
     )

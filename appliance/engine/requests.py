@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -29,6 +28,7 @@ from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
 from appliance.graphfiles import Graph, is_npu
+from appliance.graphfiles.gguf import read_header
 
 __all__ = ["PreparedSubmit", "RequestPreparer", "reason"]
 
@@ -55,7 +55,7 @@ class RequestPreparer:
     def __init__(self, graph: Graph, tokenizer: Any) -> None:
         self.graph = graph
         self.tokenizer = tokenizer
-        self.max_context = graph.limits.max_context or _model_context(graph.model_dir)
+        self.max_context = graph.limits.max_context or _model_context(graph)
         """Prompt + output tokens a request may use."""
         if graph.stateful and is_npu(graph.device):
             # The NPU's KV cache is compiled for exactly this many tokens.
@@ -185,10 +185,13 @@ class RequestPreparer:
             )
 
 
-def _model_context(model_dir: Path) -> int:
-    """The model's own context length (max_position_embeddings), 4096 when it does not say."""
+def _model_context(graph: Graph) -> int:
+    """The model's own context length: a GGUF file's `<arch>.context_length`, or an IR folder's
+    max_position_embeddings (4096 when it does not say)."""
+    if graph.gguf:
+        return read_header(graph.model_dir).context_length
     try:
-        config = json.loads((model_dir / "config.json").read_text())
+        config = json.loads((graph.model_dir / "config.json").read_text())
     except (OSError, ValueError):
         return 4096
     text_config = config.get("text_config", config)

@@ -3,7 +3,9 @@
 - `schema.py`: `Graph` and its sections as frozen structs (unknown keys are errors).
 - `load.py`: `load_graph` / `load_graphs`, TOML to `Graph`, errors naming the file and field path.
 - `checks.py`: `prepare_graphs`, every file checked against what it points at (model folders,
-  the device, a draft model's tokenizer), as `serve`, `check` and every reload run it.
+  GGUF files, the device, a draft model's tokenizer), as `serve`, `check` and every reload run it.
+- `gguf.py`: a GGUF file's header read with the standard library, and what OpenVINO GenAI's GGUF
+  readers load (architectures, quantizations, tokenizer).
 
 Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
 (the top-level directory of model folders). Depends only on `appliance.errors`: the device list it
@@ -14,6 +16,7 @@ from appliance.graphfiles.load import load_graph, load_graphs
 from appliance.graphfiles.schema import (
     DEFAULT_MAX_PROMPT_LEN,
     DEFAULT_MIN_RESPONSE_LEN,
+    GGUF_SUFFIX,
     STATEFUL_PROPERTIES,
     VISION_ENCODER_IR,
     GenerationDefaults,
@@ -28,6 +31,7 @@ from appliance.graphfiles.schema import (
 __all__ = [
     "DEFAULT_MAX_PROMPT_LEN",
     "DEFAULT_MIN_RESPONSE_LEN",
+    "GGUF_SUFFIX",
     "STATEFUL_PROPERTIES",
     "VISION_ENCODER_IR",
     "GenerationDefaults",

@@ -1,4 +1,4 @@
-"""Graph files checked against what they point at: model folders, devices, draft models.
+"""Graph files checked against what they point at: model folders, GGUF files, devices, draft models.
 
 Run at start-up, by `appliance check`, and by every reload before anything changes.
 """
@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from pathlib import Path
 
 from appliance.errors import ConfigError
+from appliance.graphfiles.gguf import GGUFError, check_loadable, read_header
 from appliance.graphfiles.load import load_graphs
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 
@@ -22,32 +24,15 @@ REQUIRED_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
 def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
-    """Load and validate every graph file, its model folder and its device (one of `devices`, the
+    """Load and validate every graph file, its model (folder or GGUF file) and its device (one of `devices`, the
     names OpenVINO sees: `appliance.engine.devices.available_devices()`); raises ConfigError."""
     graphs = load_graphs(graphs_dir)
     for graph in graphs:
         check_device(graph, devices)
-        model_ir = graph.model_dir / "openvino_model.xml"
-        vlm_ir = graph.model_dir / "openvino_language_model.xml"
-        missing = [name for name in REQUIRED_FILES if not (graph.model_dir / name).is_file()]
-        if not model_ir.is_file() and not vlm_ir.is_file():
-            missing.insert(0, "openvino_model.xml")
-        if missing:
-            raise ConfigError(
-                f"{graph.source}: {graph.model_dir} has no {', '.join(missing)} "
-                "(export the model with optimum-intel, tokenizer included: see `appliance export`)"
-            )
-        has_vision = (graph.model_dir / VISION_ENCODER_IR).is_file()
-        if graph.pipeline in ("VLM_CB", "VLM") and not has_vision:
-            raise ConfigError(
-                f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} has no {VISION_ENCODER_IR} "
-                "(not a vision-language model export)"
-            )
-        if graph.pipeline in ("LM_CB", "LM") and has_vision:
-            raise ConfigError(
-                f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} holds a vision-language model "
-                f"(use {graph.pipeline.replace('LM', 'VLM', 1)} or AUTO)"
-            )
+        if graph.gguf:
+            _check_gguf_file(graph)
+        else:
+            _check_model_folder(graph)
         if graph.draft_dir is not None:
             _check_draft(graph, graph.draft_dir)
         if graph.stateful and not is_npu(graph.device) and "MIN_RESPONSE_LEN" in graph.plugin_config:
@@ -59,6 +44,46 @@ def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
                 graph.device,
             )
     return graphs
+
+
+def _check_model_folder(graph: Graph) -> None:
+    model_ir = graph.model_dir / "openvino_model.xml"
+    vlm_ir = graph.model_dir / "openvino_language_model.xml"
+    missing = [name for name in REQUIRED_FILES if not (graph.model_dir / name).is_file()]
+    if not model_ir.is_file() and not vlm_ir.is_file():
+        missing.insert(0, "openvino_model.xml")
+    if missing:
+        raise ConfigError(
+            f"{graph.source}: {graph.model_dir} has no {', '.join(missing)} "
+            "(export the model with optimum-intel, tokenizer included: see `appliance export`)"
+        )
+    has_vision = (graph.model_dir / VISION_ENCODER_IR).is_file()
+    if graph.pipeline in ("VLM_CB", "VLM") and not has_vision:
+        raise ConfigError(
+            f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} has no {VISION_ENCODER_IR} "
+            "(not a vision-language model export)"
+        )
+    if graph.pipeline in ("LM_CB", "LM") and has_vision:
+        raise ConfigError(
+            f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} holds a vision-language model "
+            f"(use {graph.pipeline.replace('LM', 'VLM', 1)} or AUTO)"
+        )
+
+
+def _check_gguf_file(graph: Graph) -> None:
+    reader = graph.effective_gguf_reader or "LEGACY"
+    try:
+        check_loadable(read_header(graph.model_dir), reader)
+    except GGUFError as exc:
+        raise ConfigError(f"{graph.source}: {exc}") from exc
+    if not os.access(graph.model_dir, os.W_OK):
+        # gguflib opens the file O_RDWR and maps it shared (gguflib.c gguf_open), though nothing is
+        # written: read-only, it fails with "Failed to open ... with gguf_open".
+        raise ConfigError(
+            f"{graph.source}: {graph.model_dir} is not writable by this user, and OpenVINO GenAI's GGUF "
+            "loader opens the file read-write (it does not change it); give the service user write access "
+            "(under systemd's ProtectSystem=strict: keep it in the state directory or add ReadWritePaths=)"
+        )
 
 
 def check_device(graph: Graph, available: list[str]) -> None:

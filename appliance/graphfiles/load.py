@@ -1,7 +1,7 @@
 """Reading graph files: TOML decoded into a `Graph`, with the checks that need the whole file.
 
 Every error names the file and the field path. The checks against what the file points at (model
-folders, devices, draft tokenizers) are in `checks.py`.
+folders and GGUF files, devices, draft tokenizers) are in `checks.py`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from pathlib import Path
 import msgspec
 
 from appliance.errors import ConfigError, validation_path
-from appliance.graphfiles.schema import STATEFUL_PROPERTIES, Graph, SchedulerOverrides, SchedulerSettings, is_npu
+from appliance.graphfiles.schema import (
+    GGUF_SUFFIX,
+    STATEFUL_PROPERTIES,
+    Graph,
+    SchedulerOverrides,
+    SchedulerSettings,
+    is_npu,
+)
 
 __all__ = ["load_graph", "load_graphs"]
 
@@ -44,11 +51,45 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
             f"{path}: `device` {graph.device!r} is not an OpenVINO device "
             "(CPU, GPU, GPU.1, NPU, AUTO, AUTO:GPU,CPU, HETERO:GPU,CPU, ...)"
         )
-    if check_paths and not graph.model_dir.is_dir():
-        raise ConfigError(f"{path}: `model_path` {graph.model_dir} is not a directory")
+    if check_paths:
+        _check_model_path(path, graph)
     _check_speculative(path, graph, check_paths=check_paths)
+    _check_gguf(path, graph)
     _check_stateful(path, graph)
     return graph
+
+
+def _check_model_path(path: Path, graph: Graph) -> None:
+    model = graph.model_dir
+    if graph.gguf:
+        if not model.is_file():
+            raise ConfigError(f"{path}: `model_path` {model} is not a file")
+    elif model.is_file():
+        raise ConfigError(
+            f"{path}: `model_path` {model} is a file: give a folder of OpenVINO IR or a GGUF file, whose name "
+            f"must end in {GGUF_SUFFIX} (OpenVINO GenAI tells a GGUF file by its extension)"
+        )
+    elif not model.is_dir():
+        raise ConfigError(f"{path}: `model_path` {model} is not a directory")
+
+
+def _check_gguf(path: Path, graph: Graph) -> None:
+    # What the file holds is checked with the other model checks (checks.py); these need only the graph.
+    if not graph.gguf:
+        if graph.gguf_reader is not None:
+            raise ConfigError(f"{path}: `gguf_reader` applies to a GGUF model only (`model_path` naming a .gguf file)")
+        return
+    if graph.pipeline_kind in ("VLM_CB", "VLM"):
+        raise ConfigError(
+            f"{path}: `pipeline` is {graph.pipeline} but {graph.model_dir} is a GGUF file, which OpenVINO GenAI "
+            "loads as a text model only (use LM_CB, LM or AUTO)"
+        )
+    if graph.draft_model_path is not None:
+        raise ConfigError(
+            f"{path}: `draft_model_path` cannot be used with a GGUF model ({graph.model_dir}): the draft must "
+            "share the main model's tokenizer, which is checked on the tokenizer files of two OpenVINO IR "
+            "folders; use `prompt_lookup = true`, or export both models to OpenVINO IR"
+        )
 
 
 def _check_stateful(path: Path, graph: Graph) -> None:
@@ -99,6 +140,11 @@ def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
     if graph.draft_device is not None and not _DEVICE.match(graph.draft_device):
         raise ConfigError(f"{path}: `draft_device` {graph.draft_device!r} is not an OpenVINO device")
     draft_dir = graph.draft_dir
+    if draft_dir is not None and draft_dir.suffix == GGUF_SUFFIX:
+        raise ConfigError(
+            f"{path}: `draft_model_path` {draft_dir} is a GGUF file: OpenVINO GenAI reads a draft model "
+            "from an OpenVINO IR folder only (openvino_model.xml); export the draft with `appliance export`"
+        )
     if check_paths and draft_dir is not None and not draft_dir.is_dir():
         raise ConfigError(f"{path}: `draft_model_path` {draft_dir} is not a directory")
 

@@ -1,6 +1,6 @@
 """What a graph file holds: one served model, as frozen structs.
 
-A graph file names the model, where its OpenVINO IR lives, the device, the scheduler settings of its
+A graph file names the model, where its OpenVINO IR (or GGUF file) lives, the device, the scheduler settings of its
 continuous-batching pipeline, OpenVINO plugin properties, generation defaults and limits. Unknown
 keys are errors (a typo must not be silently ignored). See docs/models.md ("Graph files") for the
 reference; `load.py` reads and checks the files.
@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 __all__ = [
+    "GGUF_SUFFIX",
     "STATEFUL_PROPERTIES",
     "GenerationDefaults",
     "Graph",
@@ -28,6 +29,7 @@ ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 PluginValue = str | int | float | bool
+GGUF_SUFFIX = ".gguf"
 # What optimum-intel writes for a vision-language model's image encoder.
 VISION_ENCODER_IR = "openvino_vision_embeddings_model.xml"
 # Pillow refuses images above twice its MAX_IMAGE_PIXELS outright.
@@ -141,13 +143,14 @@ class Graph(_Config, dict=True):
 
     name: ModelName
     model_path: str
-    """Folder with the OpenVINO IR, relative to the graph file's directory unless absolute."""
+    """Folder with the OpenVINO IR, or a `.gguf` file (text models), relative to the graph file's
+    directory unless absolute."""
     device: str = "CPU"
     pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM"] = "AUTO"
     """LM_CB: text model; VLM_CB: vision-language model (images in chat); both run continuous
     batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
     GPU it trades throughput for a smaller footprint). AUTO: VLM when the model folder holds a
-    vision encoder, else LM; continuous batching except on NPU."""
+    vision encoder, else LM (always LM for a GGUF file); continuous batching except on NPU."""
     description: str = ""
     tool_parser: Literal["hermes", "llama3_json", "mistral"] | None = None
     """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Qwen/Hermes),
@@ -171,6 +174,10 @@ class Graph(_Config, dict=True):
     prompt_lookup: bool = False
     """Prompt-lookup decoding: candidate tokens are copied from n-gram matches in the prompt."""
     speculative: SpeculativeSettings = SpeculativeSettings()
+    gguf_reader: Literal["LEGACY", "FRONTEND"] | None = None
+    """GGUF files only: which OpenVINO GenAI reader converts the file (the engine process's
+    GGUF_READER). None: LEGACY, the default reader (llama, qwen2, qwen3); FRONTEND: OpenVINO's GGUF
+    frontend, a preview that reads more architectures."""
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 
@@ -179,9 +186,12 @@ class Graph(_Config, dict=True):
         model_dir = self._resolve(self.model_path)
         self.__dict__["_model_dir"] = model_dir
         self.__dict__["_draft_dir"] = None if self.draft_model_path is None else self._resolve(self.draft_model_path)
+        # OpenVINO GenAI tells a GGUF model from a folder by this extension alone (utils.cpp).
+        gguf = model_dir.suffix == GGUF_SUFFIX
+        self.__dict__["_gguf"] = gguf
         kind = self.pipeline
         if kind == "AUTO":
-            kind = "VLM" if (model_dir / VISION_ENCODER_IR).is_file() else "LM"
+            kind = "VLM" if not gguf and (model_dir / VISION_ENCODER_IR).is_file() else "LM"
             # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
             kind = kind if is_npu(self.device) else f"{kind}_CB"
         self.__dict__["_pipeline_kind"] = kind
@@ -219,8 +229,20 @@ class Graph(_Config, dict=True):
 
     @property
     def model_dir(self) -> Path:
-        """`model_path` resolved (against the graph file's directory when relative)."""
+        """`model_path` resolved (against the graph file's directory when relative): the model
+        folder, or the GGUF file when `gguf`."""
         return self.__dict__["_model_dir"]
+
+    @property
+    def gguf(self) -> bool:
+        """`model_path` names a GGUF file (`*.gguf`), not an OpenVINO IR folder."""
+        return self.__dict__["_gguf"]
+
+    @property
+    def effective_gguf_reader(self) -> Literal["LEGACY", "FRONTEND"] | None:
+        """The GGUF reader the engine loads the file with (`gguf_reader`, default LEGACY); None
+        for an OpenVINO IR folder."""
+        return (self.gguf_reader or "LEGACY") if self.gguf else None
 
     @property
     def draft_dir(self) -> Path | None:
