@@ -12,6 +12,7 @@ import uvicorn
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
+from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices
 from appliance.errors import ConfigError
@@ -99,6 +100,11 @@ def serve(settings: Settings) -> int:
         access_log=False,
         timeout_graceful_shutdown=settings.drain_seconds,
         lifespan="on",
+        http=guarded_protocol(
+            ConnectionLimits(settings.header_timeout, settings.body_timeout, settings.max_connections).within_fd_limit()
+        ),
+        backlog=ACCEPT_BACKLOG,
+        loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier())
     log.info(

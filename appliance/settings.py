@@ -42,6 +42,32 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         32 * 1024 * 1024
     )
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _about("how much the server logs")] = "info"
+    header_timeout: Annotated[
+        float,
+        _about(
+            "seconds a client has to send a request's line and headers, counted from the connection "
+            "(or the previous response); then 408 and the connection closes",
+            "S",
+            gt=0,
+        ),
+    ] = 10.0
+    body_timeout: Annotated[
+        float,
+        _about(
+            "seconds a request body may pause; the whole body must also arrive within this plus one "
+            "second per 64 KiB, or the connection closes",
+            "S",
+            gt=0,
+        ),
+    ] = 30.0
+    max_connections: Annotated[
+        int,
+        _about(
+            "open client connections at most; more get 503 and are closed at once (lowered to fit "
+            "the open-file limit, keeping 256 descriptors for the models)",
+            ge=1,
+        ),
+    ] = 1000
     drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
         30.0
     )

@@ -25,6 +25,10 @@ _FRAMEWORK = {
     413: ("invalid_request_error", "payload_too_large"),
 }
 
+# Litestar's InternalServerException when the connection closes while a handler reads the body
+# (the client left, or its body stopped arriving: see appliance/connections.py).
+_LEFT_DURING_BODY = "client disconnected prematurely"
+
 
 class ClientDisconnected(Exception):
     """The client left before the answer was ready; there is no one to answer."""
@@ -52,6 +56,8 @@ def _appliance_error(_: Request, exc: ApplianceError) -> Response:
 
 def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
+    if status == 500 and exc.detail == _LEFT_DURING_BODY:
+        return _disconnected(request, ClientDisconnected())
     type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
     if status == 404:
         message = f"No route {request.method} {request.url.path}. See docs/api.md for the routes."

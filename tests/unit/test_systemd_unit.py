@@ -86,3 +86,11 @@ def test_install_script_wires_api_keys_as_a_credential(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     dropin = (root / "etc/systemd/system/appliance.service.d/api-keys.conf").read_text()
     assert dropin == "[Service]\nLoadCredential=api-keys:/etc/appliance/api-keys\n"
+
+
+def test_open_file_limit_leaves_room_for_every_connection() -> None:
+    from appliance.settings import Settings
+
+    limit = re.search(r"^LimitNOFILE=(\d+)$", UNIT.read_text(), re.MULTILINE)
+    assert limit, "the unit sets LimitNOFILE (systemd's default soft limit is 1024)"
+    assert int(limit.group(1)) >= Settings().max_connections + 256

@@ -1,0 +1,279 @@
+"""HTTP connections from clients that do not play fair: read deadlines, a connection cap, and
+accept errors logged sparingly.
+
+uvicorn (0.54, h11) closes a connection that idles between requests (`timeout_keep_alive`), but
+sets no deadline while a request arrives: a client that sent half its headers, or a body shorter
+than its Content-Length, held its socket for ever, and about a thousand of them used up the
+unit's file descriptors (issue 21). `guarded_protocol` adds, per connection:
+
+- a header deadline: the request line and headers must be complete `header_timeout` seconds
+  after the connection opens or the previous response ends (a trickle of bytes does not extend
+  it); then 408 and close;
+- a body deadline: the body must keep coming, no pause longer than `body_timeout`, and arrive
+  within `body_timeout` plus one second per `BODY_BYTES_PER_SECOND` received; then the
+  connection closes (the handler sees a disconnect). Time the server itself stopped reading
+  (flow control) does not count;
+- a cap: beyond `max_connections`, the connection that has waited longest for its request
+  headers is closed to make room, or, when every connection is busy with a request, the new one
+  gets 503 and is closed at once; the server never runs out of file descriptors for its models,
+  image downloads and engine pipes, and slow clients cannot lock out prompt ones.
+
+`event_loop` makes the server's loop, whose exception handler logs accept errors (EMFILE and
+friends, which asyncio reports once a second per listening socket) at most once a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["ACCEPT_BACKLOG", "BODY_BYTES_PER_SECOND", "ConnectionLimits", "SparseLog", "event_loop", "guarded_protocol"]
+
+log = logging.getLogger("appliance.connections")
+
+BODY_BYTES_PER_SECOND = 64 * 1024
+"""Each 64 KiB of body received extends its deadline by a second: a large upload on a slow link
+fits, a trickle of bytes does not."""
+
+_FD_RESERVE = 256
+"""Descriptors kept free beside the client connections: engine pipes, image downloads, logs."""
+ACCEPT_BACKLOG = 64
+"""The listen backlog (pass as `uvicorn.Config(backlog=...)`). asyncio accepts up to this many
+connections at each turn of the loop, and each reaches `connection_made` (where the cap is
+enforced) two turns later: a small backlog keeps a burst from overshooting the cap by more than
+`_FD_RESERVE` (with uvicorn's default of 2048 it reached the open-file limit)."""
+_LOG_INTERVAL_S = 60.0
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What a client connection may take; see the module docstring."""
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
+
+    def within_fd_limit(self) -> ConnectionLimits:
+        """These limits with `max_connections` lowered to fit the process's open-file limit."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY or self.max_connections + _FD_RESERVE <= soft:
+            return self
+        fitted = max(16, soft - _FD_RESERVE)
+        log.warning(
+            "max_connections lowered from %d to %d: the open-file limit is %d (raise LimitNOFILE or ulimit -n)",
+            self.max_connections,
+            fitted,
+            soft,
+        )
+        return ConnectionLimits(self.header_timeout, self.body_timeout, fitted)
+
+
+class SparseLog:
+    """Logs an event's first occurrence at once, then at most once per `interval` with a count."""
+
+    def __init__(
+        self, logger: logging.Logger, interval: float = _LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
+
+    def warning(self, key: str, message: str) -> None:
+        """Log `message` unless an event of `key` was logged less than `interval` ago."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._unlogged[key] = self._unlogged.get(key, 0) + 1
+            return
+        self._last[key] = now
+        more = self._unlogged.pop(key, 0)
+        self.logger.warning(
+            "%s%s", message, f" (and {more} more like it in the last {now - last:.0f} s)" if more else ""
+        )
+
+
+_sparse = SparseLog(log)
+
+
+def _error_response(status: int, reason: str, message: str, code: str, extra: str = "") -> bytes:
+    type_ = "invalid_request_error" if status < 500 else "server_error"
+    body = json.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"connection: close\r\n{extra}\r\n"
+    )
+    return head.encode("latin-1") + body.encode()
+
+
+_TIMEOUT_408 = _error_response(408, "Request Timeout", "The request headers did not arrive in time.", "request_timeout")
+_FULL_503 = _error_response(
+    503,
+    "Service Unavailable",
+    "The server has too many open connections; retry shortly.",
+    "too_many_connections",
+    "retry-after: 1\r\n",
+)
+
+
+class _WatchedConnection(h11.Connection):
+    """h11's connection, telling the protocol about every event it parses."""
+
+    def __init__(self, on_event: Callable[[Any], None], max_incomplete_event_size: int) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size=max_incomplete_event_size)
+        self._on_event = on_event
+
+    def next_event(self) -> Any:
+        event = super().next_event()
+        self._on_event(event)
+        return event
+
+
+class _GuardedH11Protocol(H11Protocol):
+    limits = ConnectionLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+        self.conn = _WatchedConnection(self._on_event, size)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._phase: str | None = None  # "headers" | "body" | None (handling, or idle keep-alive)
+        self._bytes_seen = 0
+        self._waiting_since = 0.0
+        self._body_started = self._last_data = 0.0
+        self._body_bytes = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections and not self._evict_oldest_waiting():
+            _sparse.warning(
+                "cap",
+                f"refused a connection: {self.limits.max_connections} connections are open (max_connections)",
+            )
+            transport.write(_FULL_503)
+            transport.close()
+            return
+        self._expect_headers()
+
+    def _evict_oldest_waiting(self) -> bool:
+        """Close the connection that has waited longest for its request's headers, to make room:
+        slow clients cannot fill the cap and lock out clients that send their requests at once."""
+        waiting = [
+            other
+            for other in self.connections
+            if isinstance(other, _GuardedH11Protocol) and other is not self and other._phase == "headers"
+        ]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda other: other._waiting_since)
+        _sparse.warning(
+            "evict", "closed the connection waiting longest for its request headers: max_connections reached"
+        )
+        oldest._phase = None
+        oldest._cancel_deadline()
+        oldest.transport.close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        self._phase = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase is None and (self.cycle is None or self.cycle.response_complete):
+            self._expect_headers()  # the next request on a kept-alive connection begins
+        self._bytes_seen += len(data)
+        super().data_received(data)
+
+    def _expect_headers(self) -> None:
+        self._phase = "headers"
+        self._bytes_seen = 0
+        self._waiting_since = time.monotonic()
+        self._arm(self._waiting_since + self.limits.header_timeout)
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, h11.Request):
+            self._phase = "body"
+            self._body_started = self._last_data = time.monotonic()
+            self._body_bytes = 0
+            self._arm(self._body_deadline())
+        elif isinstance(event, h11.Data):
+            self._body_bytes += len(event.data)
+            self._last_data = time.monotonic()
+        elif isinstance(event, h11.EndOfMessage) and self._phase == "body":
+            self._cancel_deadline()
+            self._phase = None
+
+    def _body_deadline(self) -> float:
+        limits = self.limits
+        whole = self._body_started + limits.body_timeout + self._body_bytes / BODY_BYTES_PER_SECOND
+        return min(whole, self._last_data + limits.body_timeout)
+
+    def _arm(self, at: float) -> None:
+        self._cancel_deadline()
+        self._deadline = self.loop.call_later(max(0.0, at - time.monotonic()), self._on_deadline)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _on_deadline(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._phase == "body":
+            if self.flow.read_paused:
+                # The server stopped reading (the handler has not consumed the body yet): the
+                # client is not late, so the body's clock starts again.
+                self._body_started = self._last_data = time.monotonic()
+                self._body_bytes = 0
+            deadline = self._body_deadline()
+            if time.monotonic() < deadline:
+                self._arm(deadline)
+                return
+            _sparse.warning("body", "closed a connection whose request body stopped arriving (body_timeout)")
+        elif self._phase == "headers":
+            if self._bytes_seen:
+                _sparse.warning("headers", "closed a connection whose request headers did not arrive (header_timeout)")
+                self.transport.write(_TIMEOUT_408)
+        else:
+            return
+        self._phase = None
+        self.transport.close()
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with `limits` (pass as `uvicorn.Config(http=...)`)."""
+    return type("GuardedH11Protocol", (_GuardedH11Protocol,), {"limits": limits})
+
+
+def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    exc = context.get("exception")
+    if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
+        _sparse.warning(
+            f"os-{exc.errno}", f"{context.get('message', 'event loop error')}: {exc.strerror} (see max_connections)"
+        )
+        return
+    loop.default_exception_handler(context)
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The server's event loop (pass as `uvicorn.Config(loop=...)`): resource errors while
+    accepting connections are logged sparingly instead of once a second with a traceback."""
+    loop = asyncio.SelectorEventLoop()
+    loop.set_exception_handler(_log_exception)
+    return loop
