@@ -349,3 +349,5 @@ def test_the_shared_test_root_links_demo_smol(smol_root: Path) -> None:
     assert os.path.samefile(model, source) or source.stat().st_dev != model.stat().st_dev
     assert is_current(model.parent, RECIPES["demo-smol"].fingerprint(), [SMOLLM2.file])
     assert not (smol_root / "graphs" / "demo-chat.toml").exists()
+    graph = load_graph(smol_root / "graphs" / "demo-smol.toml")
+    assert (graph.model_dir, graph.pipeline_kind, graph.tool_parser) == (model.resolve(), "LM_CB", "hermes")
