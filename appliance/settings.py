@@ -102,7 +102,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         tuple[str, ...],
         _about(
             "browser origins allowed to call the API cross-origin (e.g. https://app.example.com); "
-            "default: none, no CORS headers, so browsers block cross-origin calls",
+            "default: none, no CORS headers, so browsers block cross-origin calls, and a POST from "
+            "a page of another origin gets 403",
             "ORIGIN,ORIGIN",
         ),
     ] = ()

@@ -1,4 +1,5 @@
-"""The outermost ASGI layer: API-key check, per-request metrics and one log line per request.
+"""The outermost ASGI layer: Host, CORS, API-key, Origin and Content-Type checks (`csrf`),
+per-request metrics and one log line per request.
 
 It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
 know (model, user, the engine streams) to the current `RequestRecord`.
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.api.csrf import SAFE_METHODS, json_media_type, same_origin
 from appliance.api.route_labels import RouteLabels
 from appliance.metrics import Metrics
 
@@ -107,11 +109,35 @@ class Gate:
                     "invalid_api_key",
                     [(b"www-authenticate", b'Bearer realm="appliance"')],
                 )
+            elif scope["method"] not in SAFE_METHODS and (refusal := self._forgery_refusal(headers)):
+                await _error(send_wrapper, *refusal)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
+
+    def _forgery_refusal(self, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
+        """Why a state-changing request may come from a page in a browser (see `csrf`), or None."""
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if origin and origin.rstrip("/") not in self._origins:
+            if not same_origin(origin, headers.get(b"host", b"").decode("latin-1")):
+                return (
+                    403,
+                    "Requests from web pages of other origins are refused; list the origin in "
+                    "cors_allowed_origins to allow it.",
+                    "invalid_request_error",
+                    "origin_not_allowed",
+                )
+        content_type = headers.get(b"content-type")
+        if content_type is not None and not json_media_type(content_type.decode("latin-1")):
+            return (
+                415,
+                "The request body must be JSON: send it with 'Content-Type: application/json'.",
+                "invalid_request_error",
+                "unsupported_media_type",
+            )
+        return None
 
     def _host_allowed(self, host: str) -> bool:
         host = host.lower()
