@@ -16,7 +16,7 @@ from appliance.graphfiles.gguf import GGUFError, check_loadable, read_header
 from appliance.graphfiles.load import load_graphs
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 
-__all__ = ["check_device", "prepare_graphs"]
+__all__ = ["check_device", "check_model", "prepare_graphs"]
 
 log = logging.getLogger("appliance.reload")
 
@@ -29,10 +29,7 @@ def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
     graphs = load_graphs(graphs_dir)
     for graph in graphs:
         check_device(graph, devices)
-        if graph.gguf:
-            _check_gguf_file(graph)
-        else:
-            _check_model_folder(graph)
+        check_model(graph)
         if graph.draft_dir is not None:
             _check_draft(graph, graph.draft_dir)
         if graph.stateful and not is_npu(graph.device) and "MIN_RESPONSE_LEN" in graph.plugin_config:
@@ -44,6 +41,15 @@ def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
                 graph.device,
             )
     return graphs
+
+
+def check_model(graph: Graph) -> None:
+    """Raise ConfigError naming the graph file when its model (an OpenVINO IR folder or a GGUF
+    file) cannot serve the graph's pipeline."""
+    if graph.gguf:
+        _check_gguf_file(graph)
+    else:
+        _check_model_folder(graph)
 
 
 def _check_model_folder(graph: Graph) -> None:

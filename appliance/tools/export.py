@@ -3,6 +3,8 @@
 It runs `optimum-cli export openvino` (the supported exporter; it also converts the tokenizer and
 detokenizer) with its progress shown, checks the result, and writes `graphs/NAME.toml`. The model
 only replaces an existing folder with `--force`, and only once the new one passed its checks.
+
+A `.gguf` file is not converted: `export_gguf.py` checks it and writes a graph file pointing at it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, is_npu
+from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, GGUF_SUFFIX, is_npu
 
 __all__ = ["WEIGHT_FORMATS", "ExportError", "export_model", "register", "run"]
 
@@ -33,12 +35,13 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "export",
         help="export a Hugging Face model to OpenVINO IR and write its graph file",
         description="Export SOURCE (a Hugging Face model id or a local folder) with optimum-intel into "
-        "MODELS/NAME, check that it loads and renders its chat template, and write GRAPHS/NAME.toml.",
+        "MODELS/NAME, check that it loads and renders its chat template, and write GRAPHS/NAME.toml. "
+        "A .gguf file is served as it is: it is checked and loaded, and the graph points at it.",
     )
-    parser.add_argument("source", metavar="SOURCE", help="Hugging Face model id or local model folder")
+    parser.add_argument("source", metavar="SOURCE", help="Hugging Face model id, local model folder or .gguf file")
     parser.add_argument("--name", required=True, help="served model name (and folder name)")
-    parser.add_argument("--weight-format", default="int8", choices=WEIGHT_FORMATS, help="default int8")
-    parser.add_argument("--models-dir", type=Path, default=Path("models"), metavar="DIR", help="default ./models")
+    parser.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="default int8 (not for a .gguf file)")
+    parser.add_argument("--models-dir", type=Path, metavar="DIR", help="default ./models (not for a .gguf file)")
     parser.add_argument("--graphs-dir", type=Path, default=Path("graphs"), metavar="DIR", help="default ./graphs")
     parser.add_argument(
         "--device",
@@ -64,11 +67,14 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def run(args: argparse.Namespace) -> int:
     """Export; 1 with the failed step's reason on stderr."""
     try:
+        if args.source.endswith(GGUF_SUFFIX):
+            _export_gguf(args)
+            return 0
         export_model(
             args.source,
             args.name,
-            weight_format=args.weight_format,
-            models_dir=args.models_dir,
+            weight_format=args.weight_format or "int8",
+            models_dir=args.models_dir or Path("models"),
             graphs_dir=args.graphs_dir,
             device=args.device,
             task=args.task,
@@ -80,6 +86,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"appliance export: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _export_gguf(args: argparse.Namespace) -> None:
+    from appliance.tools.export_gguf import export_gguf
+
+    flags = {"--weight-format": args.weight_format, "--models-dir": args.models_dir, "--task": args.task}
+    flags["--trust-remote-code"] = args.trust_remote_code or None
+    given = [flag for flag, value in flags.items() if value is not None]
+    if given:
+        raise ExportError(
+            f"{given[0]} does not apply to a GGUF file: it is served as it is (its own quantization), from where it is"
+        )
+    if not _NAME.match(args.name):
+        raise ExportError(f"--name {args.name!r}: use letters, digits, '.', '_' and '-' (up to 128)")
+    export_gguf(
+        Path(args.source),
+        args.name,
+        graphs_dir=args.graphs_dir,
+        device=args.device,
+        force=args.force,
+        max_prompt_len=args.max_prompt_len,
+    )
 
 
 class ExportError(Exception):
@@ -231,14 +259,13 @@ def render_graph(
     weight_format: str,
     *,
     max_prompt_len: int = DEFAULT_MAX_PROMPT_LEN,
+    comment: str = "",
 ) -> str:
+    """The graph file's text; `comment` replaces its first line (what it was exported from)."""
     model_path = Path(os.path.relpath(model_dir.resolve(), graphs_dir.resolve())).as_posix()
     head = (
-        f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
-        f'name = "{name}"\n'
-        f'model_path = "{model_path}"\n'
-        f'device = "{device}"\n'
-    )
+        comment or f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
+    ) + f'name = "{name}"\nmodel_path = "{model_path}"\ndevice = "{device}"\n'
     if is_npu(device):
         return head + (
             "# NPU runs the stateful pipeline: one request at a time (docs/npu.md).\n"

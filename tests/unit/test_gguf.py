@@ -278,3 +278,54 @@ def test_checks_refuse_a_gguf_file_the_loader_cannot_open(tmp_path: Path, monkey
     monkeypatch.setattr(checks.os, "access", lambda path, mode: False)
     with pytest.raises(ConfigError, match="is not writable by this user, and OpenVINO GenAI's GGUF loader opens"):
         prepare_graphs(tmp_path, ["CPU"])
+
+
+# -- appliance export FILE.gguf (the refusals before anything loads) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--weight-format", "int4"], "--weight-format does not apply to a GGUF file"),
+        (["--models-dir", "models"], "--models-dir does not apply to a GGUF file"),
+        (["--trust-remote-code"], "--trust-remote-code does not apply to a GGUF file"),
+        (["--name", "a b"], "--name 'a b'"),
+    ],
+)
+def test_export_of_a_gguf_file_refuses_what_does_not_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], expected: str
+) -> None:
+    from appliance.cli import main
+
+    source = write_gguf(tmp_path / "m.gguf")
+    assert main(["export", str(source), "--name", "m", "--graphs-dir", str(tmp_path / "graphs"), *flags]) == 1
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "graphs").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (gguf_bytes(llama_metadata(**{"tokenizer.chat_template": None}), llama_tensors()), "has no chat template"),
+        (gguf_bytes(llama_metadata(), llama_tensors())[:-1], "truncated GGUF file"),
+        (gguf_bytes(llama_metadata(**{"general.architecture": "phi3"}), []), "architecture 'phi3' cannot be read"),
+    ],
+)
+def test_export_of_a_gguf_file_checks_it_first(tmp_path: Path, data: bytes, expected: str) -> None:
+    from appliance.tools.export import ExportError
+    from appliance.tools.export_gguf import export_gguf
+
+    graphs = tmp_path / "graphs"
+    with pytest.raises(ExportError, match=expected):
+        export_gguf(write_gguf(tmp_path / "m.gguf", data), "m", graphs_dir=graphs, log=lambda line: None)
+    assert not graphs.exists() or not any(graphs.iterdir())
+
+
+def test_export_of_a_hugging_face_model_keeps_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    import appliance.tools.export as export
+    from appliance.cli import main
+
+    calls: list[dict] = []
+    monkeypatch.setattr(export, "export_model", lambda source, name, **kwargs: calls.append(kwargs))
+    assert main(["export", "Qwen/Qwen2.5-0.5B-Instruct", "--name", "q"]) == 0
+    assert (calls[0]["weight_format"], calls[0]["models_dir"]) == ("int8", Path("models"))
