@@ -56,6 +56,24 @@ def animated_gif(frames: int, size: int = 32) -> bytes:
     return encode(images[0], "GIF", save_all=True, append_images=images[1:], duration=10)
 
 
+def compressed(data: bytes | int, codings: list[str]) -> bytes:
+    """`data` (or that many zero bytes, compressed as they stream) with `codings` applied in
+    order, as a server sends `Content-Encoding: <codings joined by ', '>`: gzip and deflate are
+    applied, other names leave the bytes as they are."""
+    bits = {"gzip": 31, "deflate": 15}
+    for coding in codings:
+        if coding not in bits:
+            continue
+        compressor = zlib.compressobj(9, zlib.DEFLATED, bits[coding])
+        if isinstance(data, int):
+            block, size = bytes(1 << 20), data
+            parts = [compressor.compress(block) for _ in range(size >> 20)]
+            data = b"".join([*parts, compressor.compress(bytes(size % len(block))), compressor.flush()])
+        else:
+            data = compressor.compress(data) + compressor.flush()
+    return data if isinstance(data, bytes) else bytes(data)
+
+
 class _Handler(BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
 
@@ -99,6 +117,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"0\r\n\r\n")
             except OSError:
                 pass  # the client hung up once it had enough, as it should
+        elif url.path == "/encoded":
+            # ?codings=gzip,gzip&zeros=N: N zero bytes (else /a.png) with those content codings.
+            codings = query["codings"].split(",")
+            source: bytes | int = int(query["zeros"]) if "zeros" in query else self.files["/a.png"]
+            body = compressed(source, codings)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Encoding", ", ".join(codings))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif url.path in self.files:
             body = self.files[url.path]
             self.send_response(200)
@@ -114,8 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def image_server(files: dict[str, bytes]) -> Iterator[ThreadingHTTPServer]:
-    """Serve `files` (path -> bytes) plus /redirect?to=..., /slow, /huge-declared, /huge-chunked on
-    127.0.0.1; `server.hits` lists the paths requested, `server.server_port` the port."""
+    """Serve `files` (path -> bytes) plus /redirect?to=..., /slow, /huge-declared, /huge-chunked,
+    /encoded?codings=...[&zeros=N] on 127.0.0.1; `server.hits` lists the paths requested, `server.server_port` the port."""
     handler = type("Handler", (_Handler,), {"files": dict(files)})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True

@@ -13,7 +13,11 @@ For every hop (the URL and each redirect, at most `MediaPolicy.max_redirects`):
 
 The whole download (DNS, connect, redirects, body) runs under one deadline, so a server trickling
 bytes cannot hold a request forever, and the body is counted while it streams: a lying or missing
-Content-Length cannot make the server read more than `max_image_bytes`. No proxy settings from the
+Content-Length cannot make the server read more than `max_image_bytes`. A compressed body
+(`Content-Encoding: gzip` or `deflate`, sent although we ask for `identity`) is read as it came
+and decompressed on a worker thread, producing at most `max_image_bytes` + 1 bytes: httpx's own
+decoding ran on the event loop and stacked codings (`gzip, gzip`) turned 1.8 KB on the wire into
+1 GiB before any count. Stacked and unknown codings are refused. No proxy settings from the
 environment are used (a proxy would connect on our behalf to addresses we never checked), and
 connections are not reused across requests (a pooled connection is keyed by address, not name).
 """
@@ -24,6 +28,7 @@ import asyncio
 import logging
 import socket
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -42,6 +47,9 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 log = logging.getLogger("appliance.media")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# zlib window bits per content coding: gzip framing; deflate is zlib-wrapped (RFC 9110), though
+# some servers send it raw (tried second).
+_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -142,17 +150,52 @@ class Fetcher:
                     return location
                 if response.status_code != 200:
                     raise _refuse(f"The image URL answered HTTP {response.status_code}.")
+                coding = _content_coding(response.headers.get_list("content-encoding", split_commas=True))
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > limit:
                     raise _too_large(limit)
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.aiter_raw():
                     body += chunk
                     if len(body) > limit:
                         raise _too_large(limit)
-                return bytes(body)
         except httpx.HTTPError as exc:
             raise _refuse(f"Fetching the image URL failed: {type(exc).__name__}: {exc}") from None
+        if coding is None:
+            return bytes(body)
+        return await asyncio.to_thread(_decompress, bytes(body), coding, limit)
+
+
+def _content_coding(codings: list[str]) -> str | None:
+    """The one content coding to undo (None: the body is as sent); stacked or unknown: refused."""
+    applied = [coding.strip().lower() for coding in codings if coding.strip().lower() not in ("", "identity")]
+    if len(applied) > 1:
+        raise _refuse(
+            f"The image URL answered with stacked content codings ({', '.join(applied)}); one gzip or "
+            "deflate at most is accepted."
+        )
+    if applied and applied[0] not in _CODINGS:
+        raise _refuse(
+            f"The image URL answered with content coding '{applied[0][:40]}'; only gzip and deflate are accepted."
+        )
+    return applied[0] if applied else None
+
+
+def _decompress(data: bytes, coding: str, limit: int) -> bytes:
+    """`data` decompressed, refused as soon as it would exceed `limit` bytes (a worker thread's job)."""
+    wbits = _CODINGS[coding]
+    for attempt in (wbits, -zlib.MAX_WBITS) if coding == "deflate" else (wbits,):
+        decompressor = zlib.decompressobj(attempt)
+        try:
+            body = decompressor.decompress(data, limit + 1)
+        except zlib.error:
+            continue
+        if len(body) > limit or decompressor.unconsumed_tail:
+            raise _too_large(limit)
+        if not decompressor.eof:
+            break
+        return body
+    raise _refuse(f"The image URL's {coding} body is damaged or truncated.")
 
 
 def _too_large(limit: int) -> InvalidRequest:

@@ -257,6 +257,8 @@ def _refusal_cases(media_dir: Path, port: int) -> list[tuple[str, list[dict], st
         ("huge declared body", one(f"{base}/huge-declared"), "image_too_large"),
         ("huge chunked body", one(f"{base}/huge-chunked"), "image_too_large"),
         ("over the byte cap", one(f"{base}/huge.png"), "image_too_large"),
+        ("stacked gzip", one(f"{base}/encoded?codings=gzip,gzip&zeros={64 << 20}"), "image_fetch_failed"),
+        ("gzip bomb", one(f"{base}/encoded?codings=gzip&zeros={64 << 20}"), "image_too_large"),
         # local paths
         ("dot-dot", one(f"{media_dir}/../secret.png"), "invalid_image_url"),
         ("encoded dot-dot", one(f"file://{media_dir}/%2e%2e/secret.png"), "invalid_image_url"),

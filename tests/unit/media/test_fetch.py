@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
@@ -215,3 +216,41 @@ def test_https_connects_to_the_checked_address_with_the_name_in_sni_and_host(tls
         transport=httpx.AsyncHTTPTransport(verify=trust),
     )
     assert "certificate" in message.lower()
+
+
+def test_one_gzip_or_deflate_coding_is_undone(server) -> None:
+    port = server.server_port
+    assert fetch(f"http://127.0.0.1:{port}/encoded?codings=gzip") == PNG
+    assert fetch(f"http://127.0.0.1:{port}/encoded?codings=deflate") == PNG
+    assert fetch(f"http://127.0.0.1:{port}/encoded?codings=identity,gzip") == PNG
+
+
+def test_stacked_and_unknown_codings_are_refused(server) -> None:
+    """Issue 21: `gzip, gzip` turned 1.8 KB on the wire into 1 GiB, decoded on the event loop
+    before the byte cap was checked."""
+    port = server.server_port
+    started = time.monotonic()
+    message = refused(f"http://127.0.0.1:{port}/encoded?codings=gzip,gzip&zeros={64 << 20}", code="image_fetch_failed")
+    assert "stacked content codings (gzip, gzip)" in message
+    assert "'br'" in refused(f"http://127.0.0.1:{port}/encoded?codings=br", code="image_fetch_failed")
+    assert time.monotonic() - started < 3.0
+
+
+def test_decompressed_bytes_are_capped_as_they_are_produced(server) -> None:
+    port = server.server_port
+    started = time.monotonic()
+    refused(f"http://127.0.0.1:{port}/encoded?codings=gzip&zeros={64 << 20}", code="image_too_large", max_bytes=100_000)
+    assert time.monotonic() - started < 3.0
+    assert fetch(f"http://127.0.0.1:{port}/encoded?codings=gzip&zeros=100000", max_bytes=100_000) == bytes(100_000)
+
+
+def test_damaged_compressed_bodies_are_refused() -> None:
+    from appliance.media.fetch import _decompress
+
+    whole = zlib.compress(PNG, 9, wbits=31)
+    for damaged in (b"not gzip at all", whole[: len(whole) // 2]):
+        with pytest.raises(InvalidRequest) as info:
+            _decompress(damaged, "gzip", 1_000_000)
+        assert info.value.code == "image_fetch_failed" and "damaged or truncated" in info.value.message
+    raw_deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert _decompress(raw_deflate.compress(PNG) + raw_deflate.flush(), "deflate", 1_000_000) == PNG
