@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import openvino_genai
@@ -28,6 +29,7 @@ def load_pipeline(graph: Graph) -> openvino_genai.ContinuousBatchingPipeline:
     LM_CB and VLM_CB graphs alike: given a vision-language export, the same class loads the image
     encoder too and takes images in `add_request` (see `vlm.py`).
     """
+    _select_gguf_reader(graph)
     properties: dict[str, object] = dict(graph.plugin_config)
     if graph.draft_dir is not None:
         properties["draft_model"] = _draft_model(graph, graph.draft_dir)
@@ -55,6 +57,7 @@ def load_stateful_pipeline(graph: Graph) -> openvino_genai.LLMPipeline | openvin
     the model's state. NPU runs nothing else (it reads MAX_PROMPT_LEN / MIN_RESPONSE_LEN to fix its
     static shapes); on CPU and GPU `ATTENTION_BACKEND=SDPA` selects it, and the CPU plugin refuses
     the NPU-only keys, so they stay with the appliance (which enforces MAX_PROMPT_LEN itself)."""
+    _select_gguf_reader(graph)
     properties: dict[str, object] = dict(graph.plugin_config)
     if not is_npu(graph.device):
         for key in STATEFUL_PROPERTIES:
@@ -62,3 +65,12 @@ def load_stateful_pipeline(graph: Graph) -> openvino_genai.LLMPipeline | openvin
         properties["ATTENTION_BACKEND"] = "SDPA"
     pipeline = openvino_genai.VLMPipeline if graph.accepts_images else openvino_genai.LLMPipeline
     return pipeline(str(graph.model_dir), graph.device, **properties)
+
+
+def _select_gguf_reader(graph: Graph) -> None:
+    # OpenVINO GenAI picks its GGUF reader from the environment when it loads the file (its GGUF
+    # guide). The engine process serves one model, so this holds for that model only; an inherited
+    # value is overridden, so what `checks` verified for the graph's reader is what loads.
+    reader = graph.effective_gguf_reader
+    if reader is not None:
+        os.environ["GGUF_READER"] = reader

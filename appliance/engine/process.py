@@ -32,10 +32,6 @@ def main(graph: Graph, conn: Connection) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Ctrl+C reaches the whole process group: the server decides when its engines stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if graph.gguf:
-        # OpenVINO GenAI picks its GGUF reader from the environment when it loads the file; set here,
-        # it holds for this model's process only (an inherited value is overridden: the graph decides).
-        os.environ["GGUF_READER"] = graph.effective_gguf_reader or "LEGACY"
     started = time.monotonic()
     try:
         engine: Engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
