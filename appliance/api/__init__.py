@@ -1,8 +1,8 @@
 """The HTTP layer (Litestar): routes, error envelopes and SSE framing. Handlers stay thin.
 
 - `app`: the application (dependencies, lifespan); one router per dialect: `openai_routes`,
-  `lmi_routes`, `elastic_routes` (each answers errors in its own shape), plus `tokenize_routes`,
-  `ops_routes` and `openapi`;
+  `lmi_routes`, `elastic_routes` (each answers errors in its own shape), plus `responses_routes`
+  (OpenAI's Responses API, on the chat plan), `tokenize_routes`, `ops_routes` and `openapi`;
 - `handling`: what the dialects' handlers share (client-disconnect watch, access-log record, the
   chat call); `decoding`: bodies into protocol structs; `errors`: the OpenAI envelope and
   `error_response`; `sse`: stream framing;

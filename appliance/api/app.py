@@ -11,7 +11,15 @@ from typing import Any
 from litestar import Litestar
 from litestar.di import Provide
 
-from appliance.api import elastic_routes, lmi_routes, openai_routes, openapi, ops_routes, tokenize_routes
+from appliance.api import (
+    elastic_routes,
+    lmi_routes,
+    openai_routes,
+    openapi,
+    ops_routes,
+    responses_routes,
+    tokenize_routes,
+)
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.media import ImageLoader
@@ -19,6 +27,7 @@ from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.service.lmi import LmiOptions
+from appliance.service.response_store import ResponseStore
 
 __all__ = ["create_app"]
 
@@ -37,11 +46,13 @@ def create_app(
     reloader: Reloader | None = None,
     media: ImageLoader | None = None,
     lmi: LmiOptions | None = None,
+    response_store: ResponseStore | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
-    base64 data URLs only); the app closes it. `lmi`: the /invocations settings."""
+    base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
+    the stored responses of /v1/responses (default: an empty store with the default bounds)."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
@@ -74,6 +85,7 @@ def create_app(
             openai_routes.router,
             lmi_routes.router,
             elastic_routes.router,
+            *responses_routes.routes,
             *tokenize_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
@@ -85,6 +97,7 @@ def create_app(
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
+            "response_store": Provide(provide(response_store or ResponseStore()), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

@@ -15,7 +15,7 @@ from litestar import get
 
 from appliance import __version__
 from appliance.protocol import openai as api
-from appliance.protocol import tokenize
+from appliance.protocol import responses, tokenize
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["openapi_document", "routes"]
@@ -81,6 +81,49 @@ def _generation(request: str, response: str, chunk: str, summary: str) -> dict[s
     }
 
 
+def _easy_input_items(components: dict[str, Any]) -> None:
+    """Message items and item references may leave `type` out (the SDK's "easy" messages do; the
+    server fills it in), so `type` no longer tells every input item apart."""
+    for name in ("InputMessage", "ItemReference"):
+        components[name]["required"].remove("type")
+    for variant in components["ResponsesRequest"]["properties"]["input"]["anyOf"]:
+        variant.get("items", {}).pop("discriminator", None)
+
+
+def _responses_paths(prefix: str) -> dict[str, Any]:
+    create = _generation("ResponsesRequest", "Response", "ResponseEvent", "Create a model response")
+    # The Responses API streams typed events (`event: <type>`) and ends without [DONE].
+    create["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]["description"] = (
+        "event: <type> and data: <ResponseEvent> per event, from response.created to response.completed, "
+        "response.incomplete or response.failed"
+    )
+    one = [{"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    return {
+        f"{prefix}/responses": create,
+        f"{prefix}/responses/{{response_id}}": {
+            "get": {
+                "summary": "A stored response",
+                "parameters": one,
+                "responses": {
+                    "200": {"description": "the response", "content": _json({"$ref": _REF.format(name="Response")})},
+                    **_errors(400, 401, 404),
+                },
+            },
+            "delete": {
+                "summary": "Delete a stored response",
+                "parameters": one,
+                "responses": {
+                    "200": {
+                        "description": "deleted",
+                        "content": _json({"$ref": _REF.format(name="DeletedResponse")}),
+                    },
+                    **_errors(401, 404),
+                },
+            },
+        },
+    }
+
+
 @cache
 def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
     """The document; with `model_names`, `model` fields list the served models as an enum."""
@@ -97,10 +140,21 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         tokenize.TokenizeResponse,
         tokenize.DetokenizeRequest,
         tokenize.DetokenizeResponse,
+        responses.ResponsesRequest,
+        responses.Response,
+        responses.ResponseEvent,
+        responses.DeletedResponse,
     ]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)
+    _easy_input_items(components)
     if model_names:
-        for request in ("ChatCompletionRequest", "CompletionRequest", "TokenizeRequest", "DetokenizeRequest"):
+        for request in (
+            "ChatCompletionRequest",
+            "CompletionRequest",
+            "ResponsesRequest",
+            "TokenizeRequest",
+            "DetokenizeRequest",
+        ):
             components[request]["properties"]["model"] = {"type": "string", "enum": list(model_names)}
     paths: dict[str, Any] = {}
     for prefix in ("/v1", "/v3"):
@@ -108,6 +162,7 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
             "ChatCompletionRequest", "ChatCompletion", "ChatCompletionChunk", "Chat completion"
         )
         paths[f"{prefix}/completions"] = _generation("CompletionRequest", "Completion", "Completion", "Text completion")
+        paths.update(_responses_paths(prefix))
         paths[f"{prefix}/models"] = {
             "get": {
                 "summary": "Served models",

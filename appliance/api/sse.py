@@ -8,7 +8,7 @@ import msgspec
 
 from appliance.errors import ApplianceError
 
-__all__ = ["DONE", "HEADERS", "data_events", "event_stream", "json_lines", "named_events"]
+__all__ = ["DONE", "HEADERS", "data_events", "event_stream", "json_lines", "named_events", "typed_events"]
 
 DONE = b"data: [DONE]\n\n"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -56,3 +56,10 @@ async def named_events(items: AsyncIterator[object], event: str) -> AsyncIterato
         yield b"event: error\n" + data(exc.to_dict())
         return
     yield prefix + DONE
+
+
+async def typed_events(items: AsyncIterator[msgspec.Struct]) -> AsyncIterator[bytes]:
+    """`event: <type>` + `data: <json>` per item (tagged structs: the tag is the type), and nothing
+    after: the Responses API's stream, whose last event says how it ended."""
+    async for item in items:
+        yield b"event: " + item.__struct_config__.tag.encode() + b"\n" + data(item)

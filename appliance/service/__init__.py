@@ -11,5 +11,8 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `chat_output` (with `reasoning`, `tools`, `streams`): engine events -> answer or chunks.
 
 `openai` serves completions and the tokenizer routes (`completion_output` builds their answers);
-`lmi` and `elastic` translate their dialects onto completions and chat.
+`lmi` and `elastic` translate their dialects onto completions and chat; `responses` translates
+OpenAI's Responses API onto chat (`responses_input`: items -> messages; `responses_output`: chunks
+-> events; `response_store`: stored responses). `field_policy`: the OpenAI fields accepted without
+effect, and those refused with a reason.
 """

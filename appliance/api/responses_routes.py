@@ -1,0 +1,89 @@
+"""The Responses API, under both /v1 and /v3: create (streamed or not), retrieve and delete.
+
+A response is planned as a chat completion (`service.responses`) and submitted the way chat
+completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
+the access log); its errors take the OpenAI envelope. Stored responses belong to the API key that
+created them (`service.response_store`).
+"""
+
+from __future__ import annotations
+
+from litestar import HttpMethod, Request, Response, post, route
+from litestar.response import Stream
+
+from appliance.api.decoding import convert_body, decode_json
+from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.sse import HEADERS, typed_events
+from appliance.errors import ApplianceError, InvalidRequest, NotFound
+from appliance.media import ImageLoader
+from appliance.protocol.responses import DeletedResponse, ResponsesRequest
+from appliance.runtime.registry import ModelRegistry
+from appliance.service.response_store import ResponseStore, owner_of
+from appliance.service.responses import ResponseCall, plan_response
+from appliance.service.responses_input import prepare_body
+
+__all__ = ["routes"]
+
+
+def _owner(request: Request) -> str:
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    return owner_of(credential.strip() if scheme.lower() == "bearer" else None)
+
+
+@post(["/v1/responses", "/v3/responses"], status_code=200)
+async def create_response(
+    request: Request, models: ModelRegistry, media: ImageLoader, response_store: ResponseStore
+) -> Response:
+    raw = await request.body()
+    if not raw.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+    body = convert_body(prepare_body(decode_json(raw)), ResponsesRequest)
+    record_request(body.model, body.user)  # the access log names the model even when it is unknown
+    engine = models.get(body.model)
+    owner = _owner(request)
+    previous = response_store.get(owner, body.previous_response_id) if body.previous_response_id else None
+    plan = plan_response(body, previous)
+    try:
+        call = await open_recorded_chat(request, engine, plan.chat, media)
+    except ApplianceError as exc:
+        raise plan.renamed(exc) from None
+    answer = ResponseCall(plan, call, response_store, owner)
+    if body.stream:
+        return Stream(typed_events(answer.events()), media_type="text/event-stream", headers=HEADERS)
+    return json_response(await unless_disconnected(request, answer.response()))
+
+
+# One handler for both methods: Litestar's automatic OPTIONS answer lists only the methods of the
+# first handler registered on a path, and the Allow header must list GET and DELETE.
+@route(
+    ["/v1/responses/{response_id:str}", "/v3/responses/{response_id:str}"],
+    http_method=[HttpMethod.GET, HttpMethod.DELETE],
+    status_code=200,
+    cache=False,
+)
+async def stored_response(
+    request: Request, response_id: str, response_store: ResponseStore, stream: bool = False
+) -> Response:
+    """GET: the stored response (whole: `stream=true` is refused). DELETE: forget it."""
+    owner = _owner(request)
+    found = response_store.get(owner, response_id)
+    if found is None:
+        raise NotFound(
+            f"Response with id '{response_id}' not found: it was not stored, was deleted or expired, belongs "
+            "to another API key, or the server restarted.",
+            param="response_id",
+            code="response_not_found",
+        )
+    if request.method == HttpMethod.DELETE:
+        response_store.delete(owner, response_id)
+        return json_response(DeletedResponse(id=response_id))
+    if stream:
+        raise InvalidRequest(
+            "A stored response is returned whole here; stream=true is not supported.",
+            param="stream",
+            code="unsupported_parameter",
+        )
+    return json_response(found.response)
+
+
+routes = [create_response, stored_response]

@@ -1,0 +1,273 @@
+"""The Responses API on the chat plan: a Responses request becomes one chat completion request.
+
+`plan_response` checks what only the Responses API has (its informative and refused fields, the
+`text`, `reasoning` and `include` options, stored conversations), turns the input into chat
+messages (`responses_input`) and the rest into chat's fields (`max_output_tokens` ->
+`max_completion_tokens`, `text.format` -> `response_format`, flat function tools -> chat tools,
+`reasoning.effort` -> `reasoning_effort`, the sampling extensions as they are). The route submits
+that request through `chat.open_chat`, so message limits, images and their guards, the tool plan,
+grammars and their budget, sampling, admission, cancellation and metrics are chat's; an error the
+chat plan raises is renamed to the Responses field it came from (`ResponsePlan.renamed`).
+`ResponseCall` turns the chat call's chunks into the response's events (`responses_output`) and
+keeps the finished response in the store when the request asked for it (`response_store`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from appliance.errors import ApplianceError, InvalidRequest
+from appliance.protocol.openai import (
+    AssistantMessage,
+    ChatCompletionRequest,
+    FunctionCall,
+    FunctionDefinition,
+    JSONSchema,
+    Message,
+    NamedToolChoice,
+    ResponseFormatJSONObject,
+    ResponseFormatJSONSchema,
+    StreamOptions,
+    SystemMessage,
+    Tool,
+    ToolCall,
+    ToolChoiceFunction,
+)
+from appliance.protocol.responses import (
+    AllowedTools,
+    FunctionToolChoice,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    Response,
+    ResponseEvent,
+    ResponsesRequest,
+    TextConfig,
+    TextFormatJSONObject,
+    TextFormatJSONSchema,
+    TextFormatText,
+)
+from appliance.service.chat import ChatCall
+from appliance.service.field_policy import RESPONSES, STREAM_OPTIONS, check_fields
+from appliance.service.response_store import ResponseStore, StoredResponse
+from appliance.service.responses_input import InputMessages, input_messages
+from appliance.service.responses_output import ResponseEvents, object_id
+
+__all__ = ["ResponseCall", "ResponsePlan", "plan_response"]
+
+LOGPROBS = "message.output_text.logprobs"
+_SAMPLING_EXTENSIONS = (
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "ignore_eos",
+    "min_tokens",
+    "stop_token_ids",
+    "include_stop_str_in_output",
+    "skip_special_tokens",
+    "structured_outputs",
+    "num_assistant_tokens",
+    "assistant_confidence_threshold",
+    "max_ngram_size",
+    "chat_template_kwargs",
+)
+
+
+def _unsupported(message: str, param: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param, code="unsupported_parameter")
+
+
+@dataclass(frozen=True)
+class ResponsePlan:
+    """A Responses request as the chat request that answers it, and the response's first state."""
+
+    chat: ChatCompletionRequest
+    messages: InputMessages
+    response: Response
+    """Status `in_progress`: the request's settings, echoed."""
+    store: bool
+
+    def renamed(self, exc: ApplianceError) -> ApplianceError:
+        """An error of the chat plan, naming the Responses field it came from."""
+        return self.messages.renamed(exc)
+
+
+def _check_options(body: ResponsesRequest) -> None:
+    check_fields(body, RESPONSES)
+    check_fields(body.stream_options, STREAM_OPTIONS, "stream_options")
+    if body.text is not None and body.text.verbosity not in (None, "medium"):
+        raise _unsupported(
+            "text.verbosity is not supported: no model here is trained to follow it; 'medium' (OpenAI's "
+            "default) is accepted.",
+            "text.verbosity",
+        )
+    if body.reasoning is not None and body.reasoning.mode not in (None, "standard"):
+        raise _unsupported("reasoning.mode is not supported: only 'standard' is served here.", "reasoning.mode")
+    if body.top_logprobs:
+        raise _unsupported(
+            "top_logprobs above 0 is not supported: the engine reports only the chosen token's log "
+            f"probability, not alternatives (include '{LOGPROBS}' gives those).",
+            "top_logprobs",
+        )
+    for index, tool in enumerate(body.tools or ()):
+        if tool.defer_loading:
+            raise _unsupported("defer_loading is not supported: there is no tool search here.", f"tools[{index}]")
+
+
+def _tools(body: ResponsesRequest) -> tuple[list[Tool] | None, object]:
+    tools = [
+        Tool(
+            function=FunctionDefinition(
+                name=tool.name, description=tool.description, parameters=tool.parameters, strict=tool.strict
+            )
+        )
+        for tool in body.tools or ()
+    ]
+    choice = body.tool_choice
+    if isinstance(choice, FunctionToolChoice):
+        return tools or None, NamedToolChoice(function=ToolChoiceFunction(name=choice.name))
+    if isinstance(choice, AllowedTools):
+        names = {tool.function.name for tool in tools}
+        allowed = []
+        for index, entry in enumerate(choice.tools):
+            name = entry.get("name")
+            if entry.get("type") != "function" or name not in names:
+                raise InvalidRequest(
+                    "allowed_tools lists function tools by name, each one of the request's tools.",
+                    param=f"tool_choice.tools[{index}]",
+                )
+            allowed.append(name)
+        return [tool for tool in tools if tool.function.name in allowed], choice.mode
+    return tools or None, choice
+
+
+def _response_format(text: TextConfig | None) -> object:
+    found = text.format if text is not None else None
+    if isinstance(found, TextFormatJSONSchema):
+        return ResponseFormatJSONSchema(
+            json_schema=JSONSchema(
+                name=found.name, description=found.description, schema=found.schema, strict=found.strict
+            )
+        )
+    if isinstance(found, TextFormatJSONObject):
+        return ResponseFormatJSONObject()
+    return None
+
+
+def plan_response(body: ResponsesRequest, previous: StoredResponse | None = None) -> ResponsePlan:
+    """The chat request answering `body`, after `previous` (the stored response it continues)."""
+    _check_options(body)
+    if body.previous_response_id is not None and previous is None:
+        raise InvalidRequest(
+            f"Previous response with id '{body.previous_response_id}' not found: it was not stored (store: "
+            "false), was deleted, expired, belongs to another API key, or the server restarted.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    messages = input_messages(body.input, list(previous.conversation) if previous else None)
+    if body.instructions is not None:
+        messages.messages.insert(0, SystemMessage(content=body.instructions))
+        messages.paths.insert(0, "instructions")
+        messages.call_paths = {(k + 1, m): path for (k, m), path in messages.call_paths.items()}
+    tools, tool_choice = _tools(body)
+    logprobs = LOGPROBS in (body.include or ())
+    chat = ChatCompletionRequest(
+        messages=messages.messages,
+        model=body.model,
+        logprobs=logprobs,
+        max_completion_tokens=body.max_output_tokens,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        response_format=_response_format(body.text),
+        tool_choice=tool_choice,
+        tools=tools,
+        reasoning_effort=body.reasoning.effort if body.reasoning is not None else None,
+        stream=bool(body.stream),
+        # Usage comes in the chunks' last one, for the response's `usage`.
+        stream_options=StreamOptions(include_usage=True),
+        temperature=body.temperature,
+        top_p=body.top_p,
+        user=body.user,
+        **{name: getattr(body, name) for name in _SAMPLING_EXTENSIONS},
+    )
+    store = body.store is not False
+    response = Response(
+        id=object_id("resp"),
+        created_at=int(time.time()),
+        status="in_progress",
+        instructions=body.instructions,
+        max_output_tokens=body.max_output_tokens,
+        max_tool_calls=body.max_tool_calls,
+        metadata=body.metadata or {},
+        model=body.model,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        previous_response_id=body.previous_response_id,
+        prompt_cache_key=body.prompt_cache_key,
+        reasoning=body.reasoning,
+        safety_identifier=body.safety_identifier,
+        store=store,
+        temperature=body.temperature,
+        text=body.text or TextConfig(format=TextFormatText()),
+        tool_choice=body.tool_choice or "auto",
+        tools=body.tools or [],
+        top_logprobs=body.top_logprobs or 0,
+        top_p=body.top_p,
+        user=body.user,
+    )
+    return ResponsePlan(chat=chat, messages=messages, response=response, store=store)
+
+
+def conversation_after(plan: ResponsePlan, response: Response) -> list[Message]:
+    """The conversation a follow-up continues: the plan's messages (instructions left out, as
+    OpenAI does not carry them over) and the response's output as the assistant's turn."""
+    messages = [m for m, path in zip(plan.messages.messages, plan.messages.paths) if path != "instructions"]
+    texts, reasoning, calls = [], [], []
+    for item in response.output:
+        if isinstance(item, OutputMessage):
+            texts += [part.text for part in item.content]
+        elif isinstance(item, OutputReasoning):
+            reasoning += [part.text for part in item.content]
+        elif isinstance(item, OutputFunctionCall):
+            calls.append(ToolCall(id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)))
+    turn = AssistantMessage(
+        content="".join(texts) if texts or not calls else None,
+        tool_calls=calls or None,
+        reasoning_content="".join(reasoning) or None,
+    )
+    return [*messages, turn]
+
+
+class ResponseCall:
+    """A Responses request the engine accepted: its events, or the whole response."""
+
+    def __init__(self, plan: ResponsePlan, call: ChatCall, store: ResponseStore, owner: str) -> None:
+        self._plan = plan
+        self._call = call
+        self._store = store
+        self._owner = owner
+        self._events = ResponseEvents(plan.response)
+
+    async def events(self) -> AsyncIterator[ResponseEvent]:
+        """The stream's events; the response is stored once complete (or incomplete)."""
+        async for event in self._events.stream(self._call.chunks()):
+            yield event
+        self._keep()
+
+    async def response(self) -> Response:
+        """The whole response (an engine failure is raised)."""
+        try:
+            response = await self._events.final(self._call.chunks())
+        except ApplianceError as exc:
+            raise self._plan.renamed(exc) from None
+        self._keep()
+        return response
+
+    def _keep(self) -> None:
+        response = self._events.response
+        if self._plan.store and response.status in ("completed", "incomplete"):
+            self._store.put(self._owner, response, conversation_after(self._plan, response))
