@@ -150,7 +150,7 @@ def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
 
 
 def load_graphs(directory: Path) -> list[Graph]:
-    """Every `*.toml` graph in `directory`, sorted by file name; names must be unique."""
+    """Every `*.toml` graph in `directory`, sorted by file name; names and aliases must be unique."""
     if not directory.is_dir():
         raise ConfigError(f"{directory}: graphs directory does not exist")
     graphs = [load_graph(path) for path in sorted(directory.glob("*.toml"))]
@@ -161,6 +161,11 @@ def load_graphs(directory: Path) -> list[Graph]:
         if graph.name in seen:
             raise ConfigError(f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}")
         seen[graph.name] = graph.source
+    for graph in graphs:
+        for alias in graph.aliases:
+            if alias in seen:
+                raise ConfigError(f"{graph.source}: alias {alias!r} is already a model name or alias in {seen[alias]}")
+            seen[alias] = graph.source
     return graphs
 
 

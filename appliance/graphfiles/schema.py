@@ -152,6 +152,9 @@ class Graph(_Config, dict=True):
     GPU it trades throughput for a smaller footprint). AUTO: VLM when the model folder holds a
     vision encoder, else LM (always LM for a GGUF file); continuous batching except on NPU."""
     description: str = ""
+    aliases: tuple[ModelName, ...] = ()
+    """Other names requests may use for this model, e.g. the placeholder a client sends when it
+    does not ask for a model (Hugging Face's InferenceClient: "tgi", or "dummy" for a URL)."""
     tool_parser: Literal["hermes", "llama3_json", "mistral"] | None = None
     """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Qwen/Hermes),
     llama3_json (`{"name": ..., "parameters": ...}`), mistral (`[TOOL_CALLS][...]`). None: requests
