@@ -23,9 +23,13 @@ class ModelRegistry:
         return len(self._engines)
 
     def get(self, name: str) -> EngineClient:
+        """The engine serving the model `name`, or the model with `name` among its graph's aliases."""
         try:
             return self._engines[name]
         except KeyError:
+            for engine in self._engines.values():
+                if name in engine.graph.aliases:
+                    return engine
             raise NotFound(
                 f"The model '{name}' does not exist. Served models: {', '.join(self._engines)}.",
                 param="model",
