@@ -36,6 +36,7 @@ __all__ = [
     "Overloaded",
     "PayloadTooLarge",
     "RequestTimedOut",
+    "client_text",
     "validation_path",
 ]
 
@@ -137,6 +138,15 @@ class ConfigError(Exception):
 
 
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
+
+
+_OBJECT_REPR = re.compile(r"<[^<>]*? at 0x[0-9a-fA-F]+>")
+
+
+def client_text(text: str) -> str:
+    """A library's error text fit for a client: Python object reprs, which show heap addresses
+    (`<_io.BytesIO object at 0x7f...>`), become `<object>`."""
+    return _OBJECT_REPR.sub("<object>", text)
 
 
 def validation_path(message: str) -> tuple[str, str]:

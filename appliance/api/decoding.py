@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import TypeVar
 
@@ -26,22 +27,28 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     if not body.strip():
         raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
     try:
-        return _decoder(kind).decode(body)
+        return _parsed(_decoder(kind).decode, body)
     except msgspec.ValidationError as exc:
         raise _validation_error(str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
-    except RecursionError:
-        raise InvalidRequest("The request body is nested too deeply.", code="invalid_json") from None
 
 
 def decode_json(body: bytes) -> object:
     """The body as plain JSON values, for a route that looks into it before it knows the struct
     (then `convert_body`: the body is parsed once, never re-encoded)."""
+    return _parsed(msgspec.json.decode, body)
+
+
+def _parsed(decode: Callable[[bytes], T], body: bytes) -> T:
     try:
-        return msgspec.json.decode(body)
+        return decode(body)
+    except msgspec.ValidationError:
+        raise
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
+    except UnicodeDecodeError:  # msgspec checks UTF-8 inside strings, and raises this, not DecodeError
+        raise InvalidRequest(
+            "The request body is not valid JSON: a string holds bytes that are not UTF-8.", code="invalid_json"
+        ) from None
     except RecursionError:
         raise InvalidRequest("The request body is nested too deeply.", code="invalid_json") from None
 

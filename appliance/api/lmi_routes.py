@@ -34,7 +34,7 @@ def _parsed(raw: bytes) -> object:
     """The body's JSON values (parsed once for both schemas), or _NOT_JSON."""
     try:
         return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return _NOT_JSON
 
 

@@ -27,6 +27,7 @@ from appliance.engine.messages import (
 from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
+from appliance.errors import client_text
 from appliance.graphfiles import Graph, is_npu
 from appliance.graphfiles.gguf import read_header
 
@@ -200,6 +201,9 @@ def _model_context(graph: Graph) -> int:
 
 def reason(exc: Exception) -> str:
     """An OpenVINO exception's reason: its messages open with a C++ source location; the reason
-    is on the last line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    is on the last line. A pybind11 argument error names no reason, only the call's reprs."""
+    text = str(exc)
+    if isinstance(exc, TypeError) and "incompatible function arguments" in text:
+        return "a value is of a type or size the engine does not accept."
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return client_text(lines[-1]) if lines else type(exc).__name__

@@ -349,7 +349,7 @@ class _Reader:
                 found.append(_Token("name", match.group(), position))
                 position = match.end()
             else:
-                raise self.fail(f"unexpected character {char!r}", position)
+                raise self.fail(f"unexpected character '{char}'", position)
         return found
 
     def _string(self, start: int) -> tuple[str, int]:
@@ -427,7 +427,7 @@ class _Parser:
             name_token = self.tokens[self.index]
             self.index += 2
             if name_token.value in rules:
-                raise self.reader.fail(f"rule {name_token.value!r} is defined twice", name_token.offset)
+                raise self.reader.fail(f"rule '{name_token.value}' is defined twice", name_token.offset)
             rules[name_token.value] = self.alternatives()
         return rules
 
@@ -460,7 +460,7 @@ class _Parser:
                     raise self.reader.fail("missing ')'", token.offset)
                 self.index += 1
             else:
-                raise self.reader.fail(f"unexpected {self.reader.text[token.offset]!r}", token.offset)
+                raise self.reader.fail(f"unexpected '{self.reader.text[token.offset]}'", token.offset)
             while (quant := self.peek()) is not None and quant.kind == "quant":
                 self.index += 1
                 low, high = quant.value
@@ -484,7 +484,7 @@ def read_grammar(text: str) -> dict[str, Node]:
         raise GrammarError("Invalid grammar: it has no `root` rule (the start rule).")
     for name, offset in parser.referenced.items():
         if name not in rules:
-            raise reader.fail(f"rule {name!r} is used but not defined", offset)
+            raise reader.fail(f"rule '{name}' is used but not defined", offset)
     return rules
 
 

@@ -311,7 +311,7 @@ class _Converter:
             for part in filter(None, ref[1:].split("/")):
                 part = part.replace("~1", "/").replace("~0", "~")
                 if not isinstance(target, dict) or part not in target:
-                    raise GrammarError(f"The reference {ref!r} does not resolve.", path)
+                    raise GrammarError(f"The reference '{ref}' does not resolve.", path)
                 target = target[part]
             name = self.rules.reserve(ref.rsplit("/", 1)[-1] or "root_ref")
             self.refs[ref] = name
@@ -340,7 +340,7 @@ class _Converter:
                 raise GrammarError("`pattern`/`format` cannot be combined with each other or with lengths.", path)
             if fmt is not None and fmt not in _FORMATS:
                 raise GrammarError(
-                    f"The string format {fmt!r} is not supported (supported: {', '.join(_FORMATS)}).",
+                    f"The string format '{fmt}' is not supported (supported: {', '.join(_FORMATS)}).",
                     _join(path, "format"),
                 )
             if pattern is not None and not isinstance(pattern, str):

@@ -58,7 +58,7 @@ class _Translator:
         self.depth = 0
 
     def fail(self, what: str) -> GrammarError:
-        return GrammarError(f"The regular expression {self.pattern!r} uses {what}, which is not supported.")
+        return GrammarError(f"The regular expression '{self.pattern}' uses {what}, which is not supported.")
 
     def sequence(self, items: list, *, top: bool = False) -> str:
         parts: list[str] = []
@@ -100,7 +100,7 @@ class _Translator:
             if any(low <= ord(special) <= high for low, high in ranges):
                 options.append(literal(json.dumps(special)[1:-1]))
         if not options:
-            raise GrammarError(f"The regular expression {self.pattern!r} only allows control characters somewhere.")
+            raise GrammarError(f"The regular expression '{self.pattern}' only allows control characters somewhere.")
         return options[0] if len(options) == 1 else f"({' | '.join(options)})"
 
     def item(self, op, arg) -> str:
@@ -134,7 +134,7 @@ class _Translator:
             try:
                 return f"({repeat(inner, low, None if high == sre.MAXREPEAT else high, self.rules)})"
             except GrammarError as exc:
-                raise GrammarError(f"The regular expression {self.pattern!r}: {exc.message}") from None
+                raise GrammarError(f"The regular expression '{self.pattern}': {exc.message}") from None
         names = {
             sre.GROUPREF: "a back-reference",
             sre.GROUPREF_EXISTS: "a conditional group",
@@ -177,12 +177,12 @@ def regex_expression(pattern: str, rules: RuleSet, *, json_string: bool = False)
     try:
         parsed = sre_parse.parse(pattern, 0)
     except re.error as exc:
-        raise GrammarError(f"Invalid regular expression {pattern!r}: {exc}.") from None
+        raise GrammarError(f"Invalid regular expression '{pattern}': {exc}.") from None
     except RecursionError:
         raise GrammarError("The regular expression is nested too deeply.") from None
     flags = parsed.state.flags
     if flags & ~_ALLOWED_FLAGS:
-        raise GrammarError(f"The regular expression {pattern!r} uses flags (e.g. (?i)) that are not supported.")
+        raise GrammarError(f"The regular expression '{pattern}' uses flags (e.g. (?i)) that are not supported.")
     translator = _Translator(pattern, rules, json_string=json_string, dotall=bool(flags & re.DOTALL))
     items = list(parsed)
     if len(items) == 1 and items[0][0] is sre.BRANCH:

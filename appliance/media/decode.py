@@ -24,7 +24,7 @@ from typing import Literal
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, client_text
 
 __all__ = ["FORMATS", "LOW_DETAIL_SIZE", "DecodedImage", "decode_base64", "decode_image"]
 
@@ -116,7 +116,9 @@ def decode_image(data: bytes, *, max_pixels: int, detail: Detail = "auto") -> De
     except UnidentifiedImageError:
         raise _refuse("Image is not a PNG, JPEG, WebP, GIF, BMP or TIFF file.", code="invalid_image_format") from None
     except Exception as exc:  # Pillow's decoders raise many types on damaged input (see module doc)
-        raise _refuse(f"Image could not be decoded (damaged or truncated file): {type(exc).__name__}: {exc}") from None
+        raise _refuse(
+            f"Image could not be decoded (damaged or truncated file): {type(exc).__name__}: {client_text(str(exc))}"
+        ) from None
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from appliance import __version__
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, client_text
 from appliance.media.addresses import IPAddress, parse_address, refusal_reason
 from appliance.media.policy import MediaPolicy
 from appliance.media.sources import check_remote_url, host_of
@@ -159,8 +159,14 @@ class Fetcher:
                     body += chunk
                     if len(body) > limit:
                         raise _too_large(limit)
+        except httpx.InvalidURL:
+            # httpx builds a redirect's next request itself (even when not following it), and a
+            # Location such as `data:image/png;base64,...` is no URL it can request.
+            raise _refuse(
+                "The image URL redirected to a location that is not an http(s) URL.", code="invalid_image_url"
+            ) from None
         except httpx.HTTPError as exc:
-            raise _refuse(f"Fetching the image URL failed: {type(exc).__name__}: {exc}") from None
+            raise _refuse(f"Fetching the image URL failed: {type(exc).__name__}: {client_text(str(exc))}") from None
         if coding is None:
             return bytes(body)
         return await asyncio.to_thread(_decompress, bytes(body), coding, limit)

@@ -59,7 +59,8 @@ StopSequence = Annotated[str, Meta(min_length=1)]
 Stop = StopSequence | Annotated[list[StopSequence], Meta(max_length=MAX_STOP_SEQUENCES)]
 Penalty = Annotated[float, Meta(ge=-2, le=2)]
 Choices = Annotated[int, Meta(ge=1, le=128)]
-TokenId = Annotated[int, Meta(ge=0)]
+TokenId = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+"""Vocabularies are far smaller; the bound keeps 2**64-1 from reaching OpenVINO's int64 fields."""
 Identifier = Annotated[str, Meta(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 Metadata = Annotated[
     dict[Annotated[str, Meta(max_length=64)], Annotated[str, Meta(max_length=512)]], Meta(max_length=16)

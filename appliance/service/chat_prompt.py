@@ -76,7 +76,7 @@ def template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[s
     for key in ("messages", "tools", "add_generation_prompt"):
         if key in kwargs:
             raise InvalidRequest(
-                f"chat_template_kwargs cannot set {key!r}; use the request field.", param=f"chat_template_kwargs.{key}"
+                f"chat_template_kwargs cannot set '{key}'; use the request field.", param=f"chat_template_kwargs.{key}"
             )
     reasoning_effort = getattr(request, "reasoning_effort", None)
     if reasoning_effort is not None:

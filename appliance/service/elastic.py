@@ -30,7 +30,7 @@ def chat_engine(models: ModelRegistry, body: Any, inference_id: str) -> EngineCl
     if len(names) == 1:
         return models.get(names[0])
     raise InvalidRequest(
-        f"Neither model {requested!r} nor inference id {inference_id!r} is served here; served models: "
+        f"Neither model '{requested}' nor inference id '{inference_id}' is served here; served models: "
         f"{', '.join(names)}.",
         param="model",
         code="model_not_found",

@@ -47,7 +47,7 @@ class ToolPlan:
             raise InvalidRequest("Each tool needs its own function name.", param="tools")
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
             raise InvalidRequest(
-                f"tool_choice names the function {choice.function.name!r}, which is not among the tools.",
+                f"tool_choice names the function '{choice.function.name}', which is not among the tools.",
                 param="tool_choice.function.name",
             )
         if choice == "none":
@@ -97,15 +97,15 @@ def template_tool_calls(calls: list[ToolCall], where: str) -> list[dict[str, Any
     """
     rendered = []
     for index, call in enumerate(calls):
+        param = f"{where}.tool_calls[{index}].function.arguments"
         try:
             arguments = json.loads(call.function.arguments)
+        except RecursionError:
+            raise InvalidRequest("Tool call arguments are nested too deeply.", param=param) from None
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
-            raise InvalidRequest(
-                "Tool call arguments must be a JSON object (as text).",
-                param=f"{where}.tool_calls[{index}].function.arguments",
-            )
+            raise InvalidRequest("Tool call arguments must be a JSON object (as text).", param=param)
         rendered.append(
             {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": arguments}}
         )

@@ -51,7 +51,7 @@ def _call(obj: Any, arguments_key: str = "arguments") -> ParsedCall | None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     if not isinstance(arguments, dict):
         return None
@@ -121,7 +121,7 @@ class _Hermes(_Parser):
         while match := self._BLOCK.match(text, position):
             try:
                 call = _call(json.loads(match.group(1)))
-            except ValueError:
+            except (ValueError, RecursionError):  # a model can write 2,000 brackets as well as text
                 call = None
             if call is None:
                 break

@@ -113,3 +113,38 @@ def test_openai_client_raises_typed_errors(openai_client: openai.OpenAI) -> None
 
 def test_server_still_serves_after_bad_input(openai_client: openai.OpenAI) -> None:
     assert openai_client.chat.completions.create(model=MODEL, messages=USER, max_tokens=2).choices
+
+
+def test_invalid_utf8_inside_a_json_string_is_400(server) -> None:
+    """Issue 21: msgspec raises UnicodeDecodeError there (not DecodeError): it was a 500."""
+    body = b'{"model": "demo-chat", "messages": [{"role": "user", "content": "\xff\xfe"}]}'
+    for path in ("/v1/chat/completions", "/_inference/chat_completion/demo-chat/_stream"):
+        error = post(server, body, path, headers={"content-type": "application/json"})
+        assert error.status_code == 400, (path, error.text)
+    assert_error(post(server, body), 400, code="invalid_json")
+
+
+def test_tool_call_arguments_nested_too_deeply_are_400(server) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    messages = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+    ]
+    error = assert_error(post(server, {"model": MODEL, "messages": messages}), 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments"
+    assert "nested too deeply" in error["message"]
+
+
+def test_out_of_range_token_ids_are_400_without_python_reprs(server) -> None:
+    """Issue 21: 2**64-1 reached OpenVINO, whose pybind11 TypeError (with a heap address) was
+    the client's message."""
+    body = {"model": MODEL, "messages": USER, "max_tokens": 2, "stop_token_ids": [2**64 - 1]}
+    error = assert_error(post(server, body), 400, param="stop_token_ids[0]")
+    lmi = post(server, {"inputs": "hi", "parameters": {"stop_token_ids": [2**64 - 1]}}, "/predictions/demo-chat")
+    assert lmi.status_code == 400
+    for text in (error["message"], lmi.text):
+        assert "0x" not in text and "object at" not in text and "Invoked with" not in text

@@ -251,6 +251,7 @@ def _refusal_cases(media_dir: Path, port: int) -> list[tuple[str, list[dict], st
         ("redirect to a private host", one(f"{base}/redirect?to=http://10.0.0.1/a.png"), "invalid_image_url"),
         ("redirect to metadata", one(f"{base}/redirect?to=http://169.254.169.254/"), "invalid_image_url"),
         ("redirect to file://", one(f"{base}/redirect?to=file:///etc/passwd"), "invalid_image_url"),
+        ("redirect to a data: URL", one(f"{base}/redirect?to=data:image/png;base64,iVBORw0KGgo="), "invalid_image_url"),
         ("ftp scheme", one(f"ftp://127.0.0.1:{port}/a.png"), "invalid_image_url"),
         ("userinfo", one(f"http://user:pw@127.0.0.1:{port}/a.png"), "invalid_image_url"),
         ("slow body", one(f"{base}/slow"), "image_fetch_failed"),

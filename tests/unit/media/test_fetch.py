@@ -118,6 +118,12 @@ def test_redirects_are_followed_and_rechecked(server) -> None:
         assert len(server.hits) == 1  # only the redirecting request reached a server
 
 
+def test_redirect_to_a_data_url_is_refused(server) -> None:
+    """Issue 21: httpx raised InvalidURL (no HTTPError) building the redirect: it was a 500."""
+    url = f"http://127.0.0.1:{server.server_port}/redirect?to={quote('data:image/png;base64,iVBORw0KGgo=')}"
+    assert "not an http(s) URL" in refused(url)
+
+
 def test_at_most_three_redirects(server) -> None:
     def chain(hops: int) -> str:
         url = "/a.png"
