@@ -189,7 +189,9 @@ class ResponseFormatText(_Request, tag_field="type", tag="text"):
 
 
 class ResponseFormatJSONObject(_Request, tag_field="type", tag="json_object"):
-    pass
+    value: dict[str, Any] | bool | None = None
+    """Extension (TGI's grammar, as Hugging Face's InferenceClient sends a json_schema format): a
+    JSON schema the object follows."""
 
 
 class ResponseFormatJSONSchema(_Request, tag_field="type", tag="json_schema"):

@@ -124,11 +124,13 @@ def output_grammar(
     found: list[tuple[str, str]] = []
     if isinstance(request, ChatCompletionRequest):
         response_format = request.response_format
-        if isinstance(response_format, ResponseFormatJSONObject):
+        if isinstance(response_format, ResponseFormatJSONObject) and response_format.value is None:
             found.append(("response_format", json_object_grammar()))
-        elif isinstance(response_format, ResponseFormatJSONSchema):
-            schema = response_format.json_schema.schema
-            param = "response_format.json_schema.schema"
+        elif isinstance(response_format, ResponseFormatJSONObject | ResponseFormatJSONSchema):
+            if isinstance(response_format, ResponseFormatJSONSchema):
+                schema, param = response_format.json_schema.schema, "response_format.json_schema.schema"
+            else:
+                schema, param = response_format.value, "response_format.value"
             try:
                 grammar = json_object_grammar() if schema is None else json_schema_grammar(schema)
             except GrammarError as exc:

@@ -107,3 +107,16 @@ def test_completions_echo_and_suffix(client: TestClient) -> None:
     for fields, param in (({"echo": True}, "echo"), ({"suffix": "end"}, "suffix")):
         error = complete(**fields).json()["error"]
         assert (error["param"], error["code"]) == (param, "unsupported_parameter")
+
+
+def test_json_object_with_a_schema_value_is_that_schema(client: TestClient, engine: FakeEngineClient) -> None:
+    # Hugging Face's InferenceClient sends a json_schema response_format as TGI's grammar.
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    assert chat(client, response_format={"type": "json_object", "value": schema}).status_code == 200
+    with_value = engine.submitted[-1].params.grammar
+    assert chat(client, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+    assert engine.submitted[-1].params.grammar == with_value
+    bad = chat(
+        client, response_format={"type": "json_object", "value": {"type": "string", "minLength": 3, "maxLength": 1}}
+    )
+    assert bad.json()["error"]["param"] == "response_format.value"
