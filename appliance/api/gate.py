@@ -1,5 +1,5 @@
-"""The outermost ASGI layer: Host, CORS, API-key, Origin and Content-Type checks (`csrf`),
-per-request metrics and one log line per request.
+"""The outermost ASGI layer: request framing, Host, CORS, API-key, Origin and Content-Type
+checks (`csrf`), per-request metrics and one log line per request.
 
 It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
 know (model, user, the engine streams) to the current `RequestRecord`.
@@ -90,7 +90,19 @@ class Gate:
         if cors:
             send_wrapper = _with_cors(send_wrapper, cors)
         try:
-            if self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
+            if b"content-length" in headers and b"transfer-encoding" in headers:
+                # h11 reads such a body as chunked and keeps the connection open, while a proxy in
+                # front may have used Content-Length: the leftover bytes would be a request the
+                # proxy never saw (smuggling). RFC 9112 6.3 allows refusing; the connection closes.
+                await _error(
+                    send_wrapper,
+                    400,
+                    "A request may not carry both Content-Length and Transfer-Encoding.",
+                    "invalid_request_error",
+                    "ambiguous_length",
+                    [(b"connection", b"close")],
+                )
+            elif self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
                 await _error(
                     send_wrapper,
                     400,

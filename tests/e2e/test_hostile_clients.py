@@ -117,3 +117,18 @@ def test_connection_cap_makes_room_for_prompt_clients(guarded_server: RunningSer
         sock.close()
     time.sleep(0.2)
     assert httpx.get(f"{guarded_server.url}/health", timeout=5).status_code == 200
+
+
+def test_content_length_with_transfer_encoding_is_refused_and_closed(guarded_server: RunningServer) -> None:
+    """A proxy in front that frames by Content-Length would forward the chunked body's tail as a
+    second request it never saw (request smuggling): one 400, then the connection closes."""
+    body = '{"model": "demo-chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    smuggled = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+    request = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n{len(body):x}\r\n{body}\r\n0\r\n\r\n{smuggled}"
+    )
+    sock = _connect(guarded_server, request.encode())
+    _, answer = _closed_after(sock, time.monotonic())
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 400 "), answer
+    assert b'"code": "ambiguous_length"' in answer and b"connection: close" in answer.lower()
