@@ -161,6 +161,11 @@ class Graph(_Config, dict=True):
     with `tools` are refused."""
     reasoning_parser: Literal["think"] | None = None
     """think: text inside `<think>...</think>` is returned as `reasoning_content`."""
+    control_tokens_in_messages: Literal["text", "control"] = "text"
+    """How the model's control-token strings (`<|im_end|>`, `<|im_start|>`, ...) written in
+    messages, tool definitions and template variables are tokenized. text: as the characters they
+    are, so a client cannot forge a system turn; control: as control tokens, for trusted clients
+    that rely on it. The chat template's own markers are control tokens either way."""
     plugin_config: dict[str, PluginValue] = {}
     """OpenVINO properties for the device, e.g. INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION."""
     scheduler: SchedulerSettings = SchedulerSettings()
