@@ -49,7 +49,6 @@ _ONLY_INFORMS_OPENAI = "only informs OpenAI's service"
 _CACHE = "prefix caching is the graph's (`scheduler.enable_prefix_caching`), automatic for every request"
 
 _SHARED: dict[str, Rule] = {
-    "metadata": Informative("tags for OpenAI's dashboard; nothing here reads them"),
     "service_tier": Informative("one tier here: every request is served the same way"),
     "prompt_cache_key": Informative(_CACHE),
     "prompt_cache_retention": Informative(_CACHE),
@@ -61,6 +60,7 @@ _SHARED: dict[str, Rule] = {
 CHAT: Mapping[str, Rule] = {
     **_SHARED,
     "store": Informative("chat completions are never stored here (OpenAI stores them for its dashboard)"),
+    "metadata": Informative("tags for OpenAI's dashboard; nothing here reads them"),
     "prediction": Informative("predicted outputs only speed OpenAI's service up; the output is the same without"),
     "audio": Refused("the models served here write text only"),
     "modalities": Refused("the models served here write text only", neutral=lambda value: value == ["text"]),

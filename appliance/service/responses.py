@@ -109,6 +109,11 @@ def _check_options(body: ResponsesRequest) -> None:
         )
     if body.reasoning is not None and body.reasoning.mode not in (None, "standard"):
         raise _unsupported("reasoning.mode is not supported: only 'standard' is served here.", "reasoning.mode")
+    if (body.prompt_cache_options or {}).get("prewarm") is True:
+        raise _unsupported(
+            "prompt_cache_options.prewarm is not supported: a response here always generates its output.",
+            "prompt_cache_options.prewarm",
+        )
     if body.top_logprobs:
         raise _unsupported(
             "top_logprobs above 0 is not supported: the engine reports only the chosen token's log "
