@@ -4,8 +4,6 @@ ones a 400 naming them (unless neutral), truly unknown ones still `unknown_param
 from __future__ import annotations
 
 import logging
-import re
-from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
@@ -15,6 +13,7 @@ from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 from appliance.protocol.responses import ResponsesRequest
 from appliance.runtime.registry import ModelRegistry
 from appliance.service.field_policy import CHAT, COMPLETIONS, RESPONSES, Informative
+from tests.api_fields import APIS, documented_fields
 from tests.fakes import FakeEngineClient
 
 USER = [{"role": "user", "content": "one two three"}]
@@ -127,20 +126,6 @@ def test_json_object_with_a_schema_value_is_that_schema(client: TestClient, engi
     assert bad.json()["error"]["param"] == "response_format.value"
 
 
-def _docs_table() -> dict[str, tuple[str, str, str]]:
-    """docs/api.md's table of OpenAI fields: field -> its group on chat, completions, responses."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
-    table = text.split("## OpenAI fields: honoured, accepted, refused", 1)[1].split("\n### ", 1)[0]
-    rows: dict[str, tuple[str, str, str]] = {}
-    for line in table.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) != 5 or not cells[0].startswith("`"):
-            continue
-        for name in re.findall(r"`([^`]+)`", cells[0]):
-            rows[name] = (cells[1], cells[2], cells[3])
-    return rows
-
-
 # Extensions (vLLM/OVMS names, documented in the parameters table), not OpenAI's own fields.
 _EXTENSIONS = {
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "min_tokens", "stop_token_ids",
@@ -155,8 +140,8 @@ _EXTENSIONS = {
     [(0, ChatCompletionRequest, CHAT), (1, CompletionRequest, COMPLETIONS), (2, ResponsesRequest, RESPONSES)],
 )
 def test_the_docs_table_sorts_every_field_as_the_server_does(column: int, struct: type, rules: dict) -> None:
-    table = _docs_table()
-    groups = {name: cells[column] for name, cells in table.items()}
+    api = APIS[column]
+    groups = {name: apis.get(api, "—") for name, apis in documented_fields().items()}
     declared = set(struct.__struct_fields__)
     documented = {name.split(".")[0] for name, group in groups.items() if group != "—"}
     openai_fields = {
