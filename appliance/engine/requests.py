@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import numpy as np
+import openvino
 
+from appliance.engine.control_tokens import ControlTokens, RenderedChat
 from appliance.engine.generation import generation_config
 from appliance.engine.messages import (
     ChatPrompt,
@@ -66,6 +69,8 @@ class RequestPreparer:
         self.eos_token_id = tokenizer.get_eos_token_id()
         self.token_texts = TokenTexts(tokenizer)
         self.vision = VisionRequests(graph, tokenizer) if graph.accepts_images else None
+        self.control_tokens = ControlTokens.of(tokenizer) if graph.control_tokens_in_messages == "text" else None
+        """Control tokens clients write in chat messages are read as text (None: the graph opts out)."""
 
     def prepare(self, submit: Submit, *, streamed_stop_strings: bool = False) -> PreparedSubmit | Rejected:
         """The request rendered, counted and checked; `Rejected` when it cannot run.
@@ -76,15 +81,18 @@ class RequestPreparer:
         prompt_param = "messages" if isinstance(submit.prompt, ChatPrompt) else "prompt"
         input_ids = vision_request = None
         try:
-            text = (
-                render_chat(self.tokenizer, submit.prompt)
-                if isinstance(submit.prompt, ChatPrompt)
-                else submit.prompt.text
-            )
+            rendered = self._render(submit.prompt) if isinstance(submit.prompt, ChatPrompt) else None
+            text = rendered.text if rendered is not None else submit.prompt.text
             if self.vision is not None:
+                if rendered is not None:
+                    self._refuse_on_vision(rendered)
                 images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
                 vision_request = self.vision.prepare(text, images)
                 prompt_tokens = vision_request.prompt_tokens
+            elif rendered is not None and rendered.client_spans:
+                ids = self._chat_ids(rendered, add_special_tokens=False)
+                input_ids = openvino.Tensor(np.array([ids], dtype=np.int64))
+                prompt_tokens = len(ids)
             else:
                 # The chat template already holds any BOS token: do not add special tokens again.
                 input_ids = self.tokenizer.encode(text, add_special_tokens=False).input_ids
@@ -171,8 +179,12 @@ class RequestPreparer:
                     )
                 return Detokenized(request_id=command.request_id, text=self.tokenizer.decode(command.tokens))
             prompt = command.prompt
-            text = render_chat(self.tokenizer, prompt) if isinstance(prompt, ChatPrompt) else prompt.text
-            ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
+            rendered = self._render(prompt) if isinstance(prompt, ChatPrompt) else None
+            if rendered is not None and rendered.client_spans:
+                ids = self._chat_ids(rendered, add_special_tokens=command.add_special_tokens)
+            else:
+                text = rendered.text if rendered is not None else prompt.text
+                ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
             strs = [self.token_texts.entry(int(token), 0.0).token for token in ids]
             return Tokenized(request_id=command.request_id, tokens=[int(token) for token in ids], token_strs=strs)
         except PromptError as exc:
@@ -183,6 +195,27 @@ class RequestPreparer:
                 message=f"The tokenizer failed: {reason(exc)}",
                 code="invalid_prompt",
                 param="tokens" if isinstance(command, Detokenize) else None,
+            )
+
+    def _render(self, prompt: ChatPrompt) -> RenderedChat:
+        if self.control_tokens is None:
+            return RenderedChat(render_chat(self.tokenizer, prompt), [])
+        return self.control_tokens.render(prompt)
+
+    def _chat_ids(self, rendered: RenderedChat, *, add_special_tokens: bool) -> list[int]:
+        """Token ids of a chat prompt in which clients wrote control tokens (read as text)."""
+        assert self.control_tokens is not None
+        self._refuse_on_vision(rendered)
+        return self.control_tokens.token_ids(rendered, add_special_tokens=add_special_tokens)
+
+    def _refuse_on_vision(self, rendered: RenderedChat) -> None:
+        # The vision pipelines tokenize the prompt string themselves: it cannot be kept text there.
+        if self.vision is not None and rendered.client_spans:
+            start, end = rendered.client_spans[0]
+            raise PromptError(
+                f"The messages spell this model's control token '{rendered.text[start:end]}', which its "
+                "vision pipeline would read as a control token; remove it from the text.",
+                param="messages",
             )
 
 

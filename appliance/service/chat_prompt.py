@@ -78,6 +78,15 @@ def template_options(request: ChatCompletionRequest | TokenizeRequest) -> dict[s
             raise InvalidRequest(
                 f"chat_template_kwargs cannot set '{key}'; use the request field.", param=f"chat_template_kwargs.{key}"
             )
+    for key in kwargs:
+        # bos_token, eos_token, pad_token, unk_token, additional_special_tokens, ...: the template
+        # writes these as the model's control tokens, so a client must not choose their text.
+        if key.endswith(("_token", "_tokens")):
+            raise InvalidRequest(
+                f"chat_template_kwargs cannot set '{key}': the tokenizer's special tokens are not the "
+                "request's to change.",
+                param=f"chat_template_kwargs.{key}",
+            )
     reasoning_effort = getattr(request, "reasoning_effort", None)
     if reasoning_effort is not None:
         # OpenAI's field reaches the model the way vLLM passes it: as a chat template variable.
