@@ -15,7 +15,7 @@ from litestar import get
 
 from appliance import __version__
 from appliance.protocol import openai as api
-from appliance.protocol import responses, tokenize
+from appliance.protocol import response_events, responses, tokenize
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["openapi_document", "routes"]
@@ -142,7 +142,7 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         tokenize.DetokenizeResponse,
         responses.ResponsesRequest,
         responses.Response,
-        responses.ResponseEvent,
+        response_events.ResponseEvent,
         responses.DeletedResponse,
     ]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)

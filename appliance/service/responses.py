@@ -35,6 +35,9 @@ from appliance.protocol.openai import (
     ToolCall,
     ToolChoiceFunction,
 )
+from appliance.protocol.response_events import (
+    ResponseEvent,
+)
 from appliance.protocol.responses import (
     AllowedTools,
     FunctionToolChoice,
@@ -42,7 +45,6 @@ from appliance.protocol.responses import (
     OutputMessage,
     OutputReasoning,
     Response,
-    ResponseEvent,
     ResponsesRequest,
     TextConfig,
     TextFormatJSONObject,

@@ -23,35 +23,37 @@ import msgspec
 
 from appliance.errors import ApplianceError
 from appliance.protocol.openai import ChatCompletionChunk, ChoiceLogprobs, CompletionUsage
-from appliance.protocol.responses import (
+from appliance.protocol.response_events import (
     ContentPartAdded,
     ContentPartDone,
     ErrorEvent,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
-    IncompleteDetails,
-    InputTokensDetails,
-    Logprob,
-    OutputFunctionCall,
     OutputItemAdded,
     OutputItemDone,
-    OutputMessage,
-    OutputReasoning,
     OutputTextDelta,
     OutputTextDone,
-    OutputTextPart,
-    OutputTokensDetails,
     ReasoningTextDelta,
     ReasoningTextDone,
-    ReasoningTextPart,
-    Response,
     ResponseCompleted,
     ResponseCreated,
-    ResponseError,
     ResponseEvent,
     ResponseFailed,
     ResponseIncomplete,
     ResponseInProgress,
+)
+from appliance.protocol.responses import (
+    IncompleteDetails,
+    InputTokensDetails,
+    Logprob,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    OutputTextPart,
+    OutputTokensDetails,
+    ReasoningTextPart,
+    Response,
+    ResponseError,
     ResponseUsage,
 )
 
