@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from appliance.errors import ConfigError
-from appliance.graphfiles.gguf import GGUFError, check_loadable, read_header
+from appliance.graphfiles.gguf import GGUFError, check_loadable, frontend_reader_available, read_header
 from appliance.graphfiles.load import load_graphs
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 
@@ -78,6 +78,12 @@ def _check_model_folder(graph: Graph) -> None:
 
 def _check_gguf_file(graph: Graph) -> None:
     reader = graph.effective_gguf_reader or "LEGACY"
+    if reader == "FRONTEND" and not frontend_reader_available():
+        # Accepting it would load the file with the legacy reader all the same.
+        raise ConfigError(
+            f'{graph.source}: `gguf_reader = "FRONTEND"`: the installed openvino-genai reads GGUF files with its '
+            "legacy reader only (it does not read GGUF_READER); remove the key, or upgrade openvino-genai"
+        )
     try:
         check_loadable(read_header(graph.model_dir), reader)
     except GGUFError as exc:

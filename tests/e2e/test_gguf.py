@@ -2,7 +2,8 @@
 
 One server, started with a model cache, serves the file three ways: `smol` (pipeline AUTO, so
 continuous batching), `smol-lm` (the stateful LLMPipeline) and `smol-lookup` (prompt lookup, with
-`gguf_reader = "FRONTEND"`). The graphs point at the file inside the installed package, so the test
+`gguf_reader = "LEGACY"`, while the server's own environment says GGUF_READER=FRONTEND: the graph
+decides). The graphs point at the file inside the installed package, so the test
 also sees that serving writes nothing beside it. `appliance export` of the file is checked on its own.
 """
 
@@ -28,7 +29,7 @@ REWRITE = [{"role": "user", "content": f"Rename the function area to rectangle_a
 GRAPHS = {
     "smol": "",
     "smol-lm": 'pipeline = "LM"\n',
-    "smol-lookup": 'prompt_lookup = true\ngguf_reader = "FRONTEND"\n',
+    "smol-lookup": 'prompt_lookup = true\ngguf_reader = "LEGACY"\n',
 }
 
 
@@ -57,7 +58,9 @@ def gguf_server(
     graphs.mkdir()
     for name, extra in GRAPHS.items():
         (graphs / f"{name}.toml").write_text(f'name = "{name}"\nmodel_path = "{gguf_file}"\n{extra}')
-    running = start_server(graphs, base / "server.log", "--model-cache-dir", str(base / "cache"))
+    running = start_server(
+        graphs, base / "server.log", "--model-cache-dir", str(base / "cache"), env={"GGUF_READER": "FRONTEND"}
+    )
     yield running
     stop_server(running)
 
@@ -98,8 +101,23 @@ def test_the_reader_and_the_context_reach_each_engine(gguf_server: RunningServer
     assert ready == {
         "smol": "context 8192 tokens, GGUF_READER=LEGACY",
         "smol-lm": "context 8192 tokens, GGUF_READER=LEGACY",
-        "smol-lookup": "context 8192 tokens, GGUF_READER=FRONTEND",
+        "smol-lookup": "context 8192 tokens, GGUF_READER=LEGACY",
     }
+
+
+def test_a_reader_the_engine_does_not_have_is_refused(gguf_file: Path, tmp_path: Path) -> None:
+    from appliance.graphfiles.gguf import frontend_reader_available
+
+    (tmp_path / "smol.toml").write_text(f'name = "smol"\nmodel_path = "{gguf_file}"\ngguf_reader = "FRONTEND"\n')
+    check = subprocess.run(
+        [sys.executable, "-m", "appliance", "check", "--graphs", str(tmp_path)], capture_output=True, text=True
+    )
+    if frontend_reader_available():
+        assert check.returncode == 0, check.stdout + check.stderr
+    else:  # openvino-genai 2026.4.1: the key would change nothing
+        assert check.returncode != 0
+        assert "reads GGUF files with its legacy reader only" in check.stdout + check.stderr
+        assert str(tmp_path / "smol.toml") in check.stdout + check.stderr
 
 
 def test_serving_writes_nothing_beside_the_gguf_file(

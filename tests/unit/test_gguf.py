@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import ConfigError
-from appliance.graphfiles import load_graph
+from appliance.graphfiles import checks, load_graph
 from appliance.graphfiles.checks import prepare_graphs
 from appliance.graphfiles.gguf import GGUFError, check_loadable, read_header
 
@@ -262,7 +262,14 @@ def test_checks_read_the_gguf_header(tmp_path: Path, monkeypatch: pytest.MonkeyP
         prepare_graphs(graphs, ["CPU"])
     assert str(graphs / "g.toml") in str(info.value) and "architecture 'gemma'" in str(info.value)
     graph_file(graphs, 'gguf_reader = "FRONTEND"\n', model_path=str(tmp_path / "m.gguf"))
-    assert prepare_graphs(graphs, ["CPU"])[0].effective_gguf_reader == "FRONTEND"
+    with monkeypatch.context() as patch:
+        patch.setattr(checks, "frontend_reader_available", lambda: True)
+        assert prepare_graphs(graphs, ["CPU"])[0].effective_gguf_reader == "FRONTEND"
+    with monkeypatch.context() as patch:  # a release that ignores GGUF_READER: the key would change nothing
+        patch.setattr(checks, "frontend_reader_available", lambda: False)
+        with pytest.raises(ConfigError, match="reads GGUF files with its legacy reader only"):
+            prepare_graphs(graphs, ["CPU"])
+    graph_file(graphs, model_path=str(tmp_path / "m.gguf"))
 
     (tmp_path / "m.gguf").write_bytes(b"\0" * 64)
     with pytest.raises(ConfigError, match="not a GGUF file"):
