@@ -1,8 +1,11 @@
 """The `appliance` command: one subcommand per core command and per tool, dispatched here.
 
-The core commands (`appliance.commands`: serve, check, devices) and the tools (`appliance.tools`:
-demo, export, bench, soak) each register their subcommand and run it. This module only builds the
-parser, sets up logging, and turns configuration mistakes into exit code 2.
+The core commands (`appliance.commands`: serve, check, devices) and the tools
+(`appliance.tools`: demo, export, bench, soak) each register their subcommand and run it. This
+module only builds the parser, sets up logging, and turns configuration mistakes into exit code 2.
+
+No parser accepts abbreviated flags: argparse would otherwise read `serve --model X` as
+`--model-cache-dir X` and `serve --api-key secret` as `--api-key-file secret`, silently.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from importlib import metadata
+from typing import Any
 
 from appliance import __version__
 from appliance.commands import COMMANDS
@@ -19,11 +24,30 @@ from appliance.tools import TOOLS
 __all__ = ["main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that never accepts a prefix of a flag; `add_subparsers` makes its
+    subcommands' parsers of the same class, so the rule holds for every subcommand."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
+def _versions() -> str:
+    """`appliance X (openvino Y, openvino-genai Z)`, read from the installed packages' metadata
+    (importing OpenVINO would take seconds)."""
+    installed = []
+    for package in ("openvino", "openvino-genai"):
+        try:
+            installed.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            installed.append(f"{package} not installed")
+    return f"appliance {__version__} ({', '.join(installed)})"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="appliance", description="OpenVINO GenAI edge-serving appliance (OpenAI-compatible API)."
-    )
-    parser.add_argument("--version", action="version", version=f"appliance {__version__}")
+    parser = _Parser(prog="appliance", description="OpenVINO GenAI edge-serving appliance (OpenAI-compatible API).")
+    parser.add_argument("--version", action="version", version=_versions())
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (*COMMANDS, *TOOLS):
         command.register(subcommands).set_defaults(run=command.run)

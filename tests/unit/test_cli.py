@@ -67,6 +67,28 @@ def test_every_subcommand_has_help_and_a_description() -> None:
     assert all(choice.help for choice in action._choices_actions)
 
 
+def test_no_parser_accepts_abbreviated_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert not _parser().allow_abbrev
+    assert not [name for name, parser in _subparsers().items() if parser.allow_abbrev]
+    # Once read as --model-cache-dir X and --api-key-file secret (a file named "secret").
+    for argv in (["serve", "--model", "X"], ["serve", "--api-key", "secret"], ["demo", ".", "--mod", "demo-chat"]):
+        with pytest.raises(SystemExit) as exited:
+            _parser().parse_args(argv)
+        assert exited.value.code == 2
+        assert "unrecognized arguments: " + argv[-2] in capsys.readouterr().err
+
+
+def test_version_names_openvino_and_openvino_genai(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--version"])
+    shown = capsys.readouterr().out
+    assert shown.startswith("appliance ")
+    assert f"openvino {metadata.version('openvino')}" in shown
+    assert f"openvino-genai {metadata.version('openvino-genai')}" in shown
+
+
 def test_bad_bench_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--graph", "g.toml", "--concurrency", "1,x"]) == 2
     assert "--concurrency '1,x'" in capsys.readouterr().err

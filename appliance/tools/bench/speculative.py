@@ -126,7 +126,7 @@ def _prompts(tokenizer, count: int, length: int) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--root", type=Path, default=Path(".cache/bench-spec"))
     parser.add_argument("--draft-layers", type=int, default=2)
     parser.add_argument("--damping", type=float, default=0.02)
