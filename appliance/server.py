@@ -38,7 +38,8 @@ def serve(settings: Settings) -> int:
 
     def prepare(directory: Path) -> list[Graph]:
         return [
-            _with_cache_dir(graph, settings.model_cache_dir) for graph in prepare_graphs(directory, available_devices())
+            _with_cache_dir(graph, settings.model_cache_dir)
+            for graph in prepare_graphs(directory, available_devices(), allow_empty=True)
         ]
 
     graphs = prepare(Path(settings.graphs))
@@ -107,9 +108,13 @@ def serve(settings: Settings) -> int:
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier())
+    if not graphs:
+        log.warning(
+            "%s holds no graph files: serving no models until graph files are added and reloaded", settings.graphs
+        )
     log.info(
         "serving %s on http://%s:%d (API keys: %s)",
-        ", ".join(g.name for g in graphs),
+        ", ".join(g.name for g in graphs) or "no models",
         settings.host,
         settings.port,
         f"{len(api_keys)} configured" if api_keys else "none, open to every client",

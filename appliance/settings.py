@@ -35,7 +35,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     flag's help, its default is appended, and a description says what an empty default means.
     """
 
-    graphs: Annotated[str, _about("directory of graph files, one *.toml per model", "DIR")] = "graphs"
+    graphs: Annotated[str, _about("directory of graph files, one *.toml per model (or a single graph file)", "DIR")] = (
+        "graphs"
+    )
     host: Annotated[str, _about("address to listen on, 0.0.0.0 for every interface")] = "127.0.0.1"
     port: Annotated[int, _about("port to listen on", ge=0, le=65535)] = 8000
     max_body_size: Annotated[int, _about("largest request body accepted; larger ones get 413", "BYTES", ge=1024)] = (

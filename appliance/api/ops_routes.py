@@ -51,7 +51,18 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
 @get("/health", cache=False)
 async def health(models: ModelRegistry) -> Response:
     """200 once every model is loaded and ready; 503 (with each model's state) before, and while
-    a model is restarting or "stalled" (its engine has made no progress for a while)."""
+    a model is restarting or "stalled" (its engine has made no progress for a while); 503
+    `no_models` while the graphs directory holds no graph file (add some, then reload)."""
+    if not models.names():
+        return Response(
+            {
+                "status": "no_models",
+                "models": {},
+                "message": "No models are served: add graph files to the graphs directory and reload.",
+            },
+            status_code=503,
+            media_type="application/json",
+        )
     ready = models.all_ready
     return Response(
         {"status": "ready" if ready else "not_ready", "models": _model_status(models)},

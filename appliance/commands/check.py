@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from appliance.errors import ConfigError
+from appliance.settings import DEFAULT_CONFIG, load_settings
 
 __all__ = ["register", "run"]
 
@@ -13,18 +17,42 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser = subcommands.add_parser(
         "check",
         help="validate graph files, models and devices without serving",
-        description="Validate every graph file in DIR as `serve` would (fields, model folders, devices) "
-        "and print one line per model; a mistake exits 2 naming the file and the field or device.",
+        description="Validate the graph files `serve` would serve (the same settings: --graphs, "
+        "APPLIANCE_GRAPHS, the settings file, else graphs/), their model folders and devices, and print one "
+        "line per model; every mistake is reported, each naming the file and the field or device, and any "
+        "mistake exits 2.",
     )
-    parser.add_argument("--graphs", type=Path, required=True, metavar="DIR", help="directory of graph files (*.toml)")
+    parser.add_argument("target", nargs="?", type=Path, metavar="GRAPHS", help="a graph file or a directory of them")
+    parser.add_argument("--graphs", type=Path, metavar="DIR", help="the same as GRAPHS (default as for serve)")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help=f"TOML settings file (default {DEFAULT_CONFIG} when it exists)"
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one `ok` line per graph (ConfigError, exit 2, on the first bad one)."""
+    """Print one `ok` line per good graph and one `error` line per mistake; exit 2 on any mistake."""
     from appliance.engine.devices import available_devices
-    from appliance.graphfiles.checks import prepare_graphs
+    from appliance.graphfiles.checks import review_graphs
 
-    for graph in prepare_graphs(args.graphs, available_devices()):
-        print(f"ok  {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
+    target = graphs_target(args.target, args.graphs, args.config)
+    graphs, errors = review_graphs(target, available_devices())
+    for graph in graphs:
+        print(f"ok     {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
+    for error in errors:
+        print(f"error  {error}", file=sys.stderr)
+    if errors:
+        print(f"appliance: {len(errors)} mistake(s) in the graph files of {target}", file=sys.stderr)
+        return 2
+    if not graphs:
+        print(f"{target}: no graph files (*.toml); `serve` would start with no models")
     return 0
+
+
+def graphs_target(positional: Path | None, flag: Path | None, config: Path | None) -> Path:
+    """The graph file or directory named on the command line (positional or --graphs, not both),
+    else the one the settings name, as `serve` chooses it."""
+    if positional is not None and flag is not None:
+        raise ConfigError(f"give the graphs once: {positional} and --graphs {flag}")
+    chosen = positional if positional is not None else flag
+    return Path(load_settings({"graphs": str(chosen) if chosen else None}, config=config).graphs)

@@ -40,10 +40,14 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     """Add `serve` with a flag for each settings field."""
     parser = subcommands.add_parser(
         "serve",
-        help="serve every graph file in a directory (default graphs/)",
-        description="Serve every graph file in a directory (default graphs/; without any graph file, exit 2 "
-        "saying how to make one). Each setting can also come from APPLIANCE_<NAME> environment variables or "
-        "a TOML settings file (flags win).",
+        help="serve every graph file in a directory (default graphs/), or one graph file",
+        description="Serve GRAPHS: one graph file, or every graph file in a directory (default graphs/; when "
+        "it does not exist, exit 2 saying how to make one; an empty directory serves no models until graph "
+        "files are added and the server reloaded). Each setting can also come from APPLIANCE_<NAME> "
+        "environment variables or a TOML settings file (flags win; `appliance config` shows the result).",
+    )
+    parser.add_argument(
+        "target", nargs="?", metavar="GRAPHS", help="a graph file or a directory of them: the same as --graphs"
     )
     parser.add_argument(
         "--config",
@@ -64,7 +68,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when there is nothing to serve)."""
+    """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when the graphs do not exist)."""
     settings = settings_from(args)
     _check_something_to_serve(Path(settings.graphs))
     from appliance.server import serve
@@ -75,19 +79,24 @@ def run(args: argparse.Namespace) -> int:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings `serve` runs with: the flags given over the environment, file and defaults."""
     flags = {name: getattr(args, name) for name in Settings.__struct_fields__}
+    if args.target is not None:
+        if args.graphs is not None:
+            raise ConfigError(f"give the graphs once: {args.target} and --graphs {args.graphs}")
+        flags["graphs"] = args.target
     return load_settings(flags, config=args.config)
 
 
 def _check_something_to_serve(graphs: Path) -> None:
-    """ConfigError saying how to get graph files when `graphs` has none: checked before the server
-    (and OpenVINO) is imported, so a first `appliance serve` in the wrong place answers at once."""
-    if graphs.is_dir() and any(graphs.glob("*.toml")):
+    """ConfigError saying how to get graph files when `graphs` does not exist: checked before the
+    server (and OpenVINO) is imported, so a first `appliance serve` in the wrong place answers at
+    once. An empty directory is served (no models until a reload)."""
+    if graphs.exists():
         return
-    where = f"{graphs}/ does not exist" if not graphs.is_dir() else f"{graphs}/ holds no graph files (*.toml)"
     demo = f"appliance demo {graphs.parent}" if graphs.name == "graphs" else "appliance demo DIR"
     raise ConfigError(
-        f"nothing to serve: {where}. Build the demo models with `{demo}` (it writes graphs/ and models/ there), "
-        "or write a graph file for your model (docs/models.md) and pass its directory with --graphs DIR"
+        f"nothing to serve: {graphs}/ does not exist. Build the demo models with `{demo}` (it writes graphs/ "
+        "and models/ there), or write a graph file for your model (docs/models.md) and pass it or its "
+        "directory: appliance serve GRAPHS"
     )
 
 

@@ -13,34 +13,59 @@ from pathlib import Path
 
 from appliance.errors import ConfigError
 from appliance.graphfiles.gguf import GGUFError, check_loadable, frontend_reader_available, read_header
-from appliance.graphfiles.load import load_graphs
+from appliance.graphfiles.load import duplicate_names, graph_files, load_graph
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 
-__all__ = ["check_device", "check_model", "prepare_graphs"]
+__all__ = ["check_device", "check_model", "prepare_graphs", "review_graphs"]
 
 log = logging.getLogger("appliance.reload")
 
 REQUIRED_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
-def prepare_graphs(graphs_dir: Path, devices: list[str]) -> list[Graph]:
-    """Load and validate every graph file, its model (folder or GGUF file) and its device (one of `devices`, the
-    names OpenVINO sees: `appliance.engine.devices.available_devices()`); raises ConfigError."""
-    graphs = load_graphs(graphs_dir)
-    for graph in graphs:
-        check_device(graph, devices)
-        check_model(graph)
-        if graph.draft_dir is not None:
-            _check_draft(graph, graph.draft_dir)
-        if graph.stateful and not is_npu(graph.device) and "MIN_RESPONSE_LEN" in graph.plugin_config:
-            # Kept valid so one graph file can move between an NPU box and a CPU one, but said.
-            log.warning(
-                "%s: plugin_config.MIN_RESPONSE_LEN sizes the NPU's KV cache and has no effect on %s "
-                "(the stateful pipeline's cache grows there); MAX_PROMPT_LEN is still enforced",
-                graph.source,
-                graph.device,
-            )
+def prepare_graphs(target: Path, devices: list[str], *, allow_empty: bool = False) -> list[Graph]:
+    """Load and validate every graph file of `target` (a graphs directory, or one graph file), its
+    model (folder or GGUF file) and its device (one of `devices`, the names OpenVINO sees:
+    `appliance.engine.devices.available_devices()`); raises the first ConfigError. A directory
+    without graph files is an error unless `allow_empty`."""
+    graphs, errors = review_graphs(target, devices)
+    if errors:
+        raise errors[0]
+    if not graphs and not allow_empty:
+        raise ConfigError(f"{target}: no graph files (*.toml) found")
     return graphs
+
+
+def review_graphs(target: Path, devices: list[str]) -> tuple[list[Graph], list[ConfigError]]:
+    """The graphs of `target` that pass every check of `prepare_graphs`, and one error per graph
+    that does not (plus names used twice): `appliance check` reports them all at once."""
+    graphs: list[Graph] = []
+    errors: list[ConfigError] = []
+    for path in graph_files(target):
+        try:
+            graph = load_graph(path)
+            _check_graph(graph, devices)
+        except ConfigError as exc:
+            errors.append(exc)
+        else:
+            graphs.append(graph)
+    duplicates = duplicate_names(graphs)
+    return graphs, errors + duplicates
+
+
+def _check_graph(graph: Graph, devices: list[str]) -> None:
+    check_device(graph, devices)
+    check_model(graph)
+    if graph.draft_dir is not None:
+        _check_draft(graph, graph.draft_dir)
+    if graph.stateful and not is_npu(graph.device) and "MIN_RESPONSE_LEN" in graph.plugin_config:
+        # Kept valid so one graph file can move between an NPU box and a CPU one, but said.
+        log.warning(
+            "%s: plugin_config.MIN_RESPONSE_LEN sizes the NPU's KV cache and has no effect on %s "
+            "(the stateful pipeline's cache grows there); MAX_PROMPT_LEN is still enforced",
+            graph.source,
+            graph.device,
+        )
 
 
 def check_model(graph: Graph) -> None:

@@ -22,7 +22,7 @@ from appliance.graphfiles.schema import (
     is_npu,
 )
 
-__all__ = ["load_graph", "load_graphs"]
+__all__ = ["duplicate_names", "graph_files", "load_graph", "load_graphs"]
 
 # Plain devices and OpenVINO's virtual devices (AUTO:GPU,CPU / HETERO:GPU,CPU / MULTI:...).
 _DEVICE = re.compile(r"^(CPU|GPU(\.\d+)?|NPU(\.\d+)?|(AUTO|HETERO|MULTI)(:[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*)?)$")
@@ -149,23 +149,45 @@ def _check_speculative(path: Path, graph: Graph, *, check_paths: bool) -> None:
         raise ConfigError(f"{path}: `draft_model_path` {draft_dir} is not a directory")
 
 
+def graph_files(target: Path) -> list[Path]:
+    """The graph files `target` names: itself when it is a file, else every `*.toml` in the
+    directory, sorted by name (none when it is empty); ConfigError when it does not exist."""
+    if target.is_file():
+        return [target]
+    if not target.is_dir():
+        raise ConfigError(f"{target}: no such graph file or graphs directory")
+    return sorted(target.glob("*.toml"))
+
+
+def duplicate_names(graphs: list[Graph]) -> list[ConfigError]:
+    """One error per graph whose name or alias an earlier graph already uses."""
+    errors = []
+    seen: dict[str, str] = {}
+    for graph in graphs:
+        if graph.name in seen:
+            errors.append(
+                ConfigError(f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}")
+            )
+        seen.setdefault(graph.name, graph.source)
+    for graph in graphs:
+        for alias in graph.aliases:
+            if alias in seen:
+                errors.append(
+                    ConfigError(f"{graph.source}: alias {alias!r} is already a model name or alias in {seen[alias]}")
+                )
+            seen.setdefault(alias, graph.source)
+    return errors
+
+
 def load_graphs(directory: Path) -> list[Graph]:
     """Every `*.toml` graph in `directory`, sorted by file name; names and aliases must be unique."""
     if not directory.is_dir():
         raise ConfigError(f"{directory}: graphs directory does not exist")
-    graphs = [load_graph(path) for path in sorted(directory.glob("*.toml"))]
+    graphs = [load_graph(path) for path in graph_files(directory)]
     if not graphs:
         raise ConfigError(f"{directory}: no graph files (*.toml) found")
-    seen: dict[str, str] = {}
-    for graph in graphs:
-        if graph.name in seen:
-            raise ConfigError(f"{graph.source}: model name {graph.name!r} is already served by {seen[graph.name]}")
-        seen[graph.name] = graph.source
-    for graph in graphs:
-        for alias in graph.aliases:
-            if alias in seen:
-                raise ConfigError(f"{graph.source}: alias {alias!r} is already a model name or alias in {seen[alias]}")
-            seen[alias] = graph.source
+    for error in duplicate_names(graphs):
+        raise error
     return graphs
 
 

@@ -107,3 +107,25 @@ def test_add_change_bad_and_remove(reload_setup, demo_root) -> None:
     streaming.join(60)
     assert_stream_completed(results[0])
     assert model_ids(server) == ["model-b"]
+
+
+def test_an_empty_directory_serves_until_a_reload_adds_models(demo_root, tmp_path) -> None:
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    server = start_server(graphs, tmp_path / "server.log", wait=False)
+    try:
+        wait_for(lambda: _health(server).status_code == 503)
+        assert _health(server).json()["status"] == "no_models" and model_ids(server) == []
+        (graphs / "a.toml").write_text(graph_text(demo_root, "model-a"))
+        assert httpx.post(f"{server.url}/admin/reload", timeout=60).json()["added"] == ["model-a"]
+        assert _health(server).status_code == 200 and model_ids(server) == ["model-a"]
+    finally:
+        stop_server(server)
+    assert "holds no graph files: serving no models" in server.log()
+
+
+def _health(server) -> httpx.Response:
+    try:
+        return httpx.get(f"{server.url}/health", timeout=5)
+    except httpx.TransportError:
+        return httpx.Response(599)

@@ -135,3 +135,11 @@ def test_stats_route(client: TestClient) -> None:
     body = client.get("/stats").json()
     assert body["models"]["fake"]["state"] == "ready"
     assert set(body["event_loop_lag_ms"]) == {"samples", "p50", "p99", "max"}
+
+
+def test_health_says_no_models_are_served() -> None:
+    with TestClient(create_app(ModelRegistry([]), max_body_size=4096)) as empty:
+        response = empty.get("/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "no_models" and response.json()["models"] == {}
+    assert "reload" in response.json()["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -115,22 +116,71 @@ def test_the_core_never_imports_the_tools() -> None:
     assert not offenders
 
 
-def test_serve_without_graph_files_says_what_to_do(
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No APPLIANCE_* variables, the working directory `tmp_path`, and an empty settings file to
+    pass as --config (not /etc/appliance/appliance.toml, whatever this machine has there)."""
+    for name in list(os.environ):
+        if name.startswith("APPLIANCE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "none.toml"
+    config.write_text("")
+    return config
+
+
+def test_serve_without_a_graphs_directory_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in Settings.__struct_fields__:
-        monkeypatch.delenv(f"APPLIANCE_{name.upper()}", raising=False)
-    monkeypatch.chdir(tmp_path)
-    empty = tmp_path / "site" / "graphs"
-    empty.mkdir(parents=True)
-    config = tmp_path / "none.toml"
-    config.write_text("")  # not /etc/appliance/appliance.toml, whatever this machine has there
-    # Default graphs/ (missing here), then an empty directory: exit 2 with one line, no traceback.
-    for argv, where, demo in (
-        ([], "graphs/ does not exist", "`appliance demo .`"),
-        (["--graphs", str(empty)], f"{empty}/ holds no graph files (*.toml)", f"`appliance demo {empty.parent}`"),
-    ):
-        assert main(["serve", "--config", str(config), *argv]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith(f"appliance: nothing to serve: {where}. ") and err.count("\n") == 1
-        assert demo in err and "docs/models.md" in err
+    config = _clean_environment(monkeypatch, tmp_path)
+    # Default graphs/ (missing here): exit 2 with one line, no traceback, before OpenVINO loads.
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("appliance: nothing to serve: graphs/ does not exist. ") and err.count("\n") == 1
+    assert "`appliance demo .`" in err and "docs/models.md" in err
+
+
+def test_serve_takes_the_graphs_as_an_argument_and_an_empty_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _clean_environment(monkeypatch, tmp_path)
+    served: list[Settings] = []
+    monkeypatch.setattr("appliance.server.serve", lambda settings: served.append(settings) or 0)
+    empty = tmp_path / "graphs"
+    empty.mkdir()
+    graph = tmp_path / "one.toml"
+    graph.write_text("")
+    assert main(["serve", "--config", str(config), str(graph)]) == 0
+    assert main(["serve", "--config", str(config), "--graphs", str(empty)]) == 0  # served empty: reload adds
+    assert main(["serve", "--config", str(config)]) == 0  # graphs/ exists now
+    assert [settings.graphs for settings in served] == [str(graph), str(empty), "graphs"]
+    assert main(["serve", "--config", str(config), str(graph), "--graphs", str(empty)]) == 2
+    assert "give the graphs once" in capsys.readouterr().err
+
+
+def _bad_graphs(root: Path) -> Path:
+    graphs = root / "graphs"
+    graphs.mkdir()
+    (graphs / "a.toml").write_text('name = "a"\nmodel_path = "nowhere"\n')
+    (graphs / "b.toml").write_text('name = "b"\nmodel_path = "nowhere"\ncolour = 1\n')
+    (graphs / "c.toml").write_text("not toml = = \n")
+    return graphs
+
+
+def test_check_reports_every_mistake_and_defaults_like_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _clean_environment(monkeypatch, tmp_path)
+    monkeypatch.setattr("appliance.engine.devices.available_devices", lambda: ["CPU"])
+    _bad_graphs(tmp_path)
+    for argv in ([], ["graphs"], ["--graphs", "graphs"]):
+        assert main(["check", "--config", str(config), *argv]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert [line.split(":")[0] for line in err[:-1]] == [
+            f"error  graphs/{name}.toml" for name in "abc"
+        ], err  # fmt: skip
+        assert "nowhere" in err[0] and "colour" in err[1] and "TOML" in err[2]
+        assert err[-1] == "appliance: 3 mistake(s) in the graph files of graphs"
+    monkeypatch.setenv("APPLIANCE_GRAPHS", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    assert main(["check", "--config", str(config)]) == 0
+    assert "no graph files" in capsys.readouterr().out
