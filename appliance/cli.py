@@ -1,6 +1,6 @@
 """The `appliance` command: one subcommand per core command and per tool, dispatched here.
 
-The core commands (`appliance.commands`: serve, check, devices) and the tools
+The core commands (`appliance.commands`: serve, config, check, devices) and the tools
 (`appliance.tools`: demo, export, bench, soak) each register their subcommand and run it. This
 module only builds the parser, sets up logging, and turns configuration mistakes into exit code 2.
 

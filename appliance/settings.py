@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,7 +18,7 @@ import msgspec
 
 from appliance.errors import ConfigError, validation_path
 
-__all__ = ["DEFAULT_CONFIG", "Settings", "comma_list", "load_settings"]
+__all__ = ["DEFAULT_CONFIG", "ENV_PREFIX", "Settings", "comma_list", "load_settings", "resolve_settings"]
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
 ENV_PREFIX = "APPLIANCE_"
@@ -177,9 +178,23 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Merge defaults, the settings file, the environment and the flags given (None = not given)."""
+    return resolve_settings(flags, config=config, environ=environ)[0]
+
+
+def resolve_settings(
+    flags: Mapping[str, Any],
+    *,
+    config: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Settings, dict[str, str]]:
+    """`load_settings`, and where each value came from: `default`, `file PATH`,
+    `environment APPLIANCE_NAME` or `flag --name`. An `APPLIANCE_*` variable that names no setting
+    is a ConfigError (a misspelt one would otherwise be ignored without a word)."""
     environ = os.environ if environ is None else environ
+    _check_env_names(environ)
     path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
     merged: dict[str, Any] = {}
+    sources = dict.fromkeys(Settings.__struct_fields__, "default")
     if path is not None:
         try:
             merged.update(tomllib.loads(path.read_text(encoding="utf-8")))
@@ -188,11 +203,30 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         _check(merged, str(path))
+        sources.update(dict.fromkeys(merged, f"file {path}"))
     env_values = _from_env(environ)
     _check({**merged, **env_values}, "environment", strict=False)
     merged.update(env_values)
-    merged.update({name: value for name, value in flags.items() if value is not None})
-    return _check(merged, "settings", strict=False)
+    sources.update({name: f"environment {ENV_PREFIX}{name.upper()}" for name in env_values})
+    given = {name: value for name, value in flags.items() if value is not None}
+    merged.update(given)
+    sources.update({name: f"flag --{name.replace('_', '-')}" for name in given})
+    return _check(merged, "settings", strict=False), sources
+
+
+def _check_env_names(environ: Mapping[str, str]) -> None:
+    known = {ENV_PREFIX + name.upper() for name in Settings.__struct_fields__}
+    unknown = sorted(name for name in environ if name.startswith(ENV_PREFIX) and name not in known)
+    if not unknown:
+        return
+    hints = [
+        f"{name} (did you mean {close[0]}?)" if (close := get_close_matches(name, known, 1, 0.8)) else name
+        for name in unknown
+    ]
+    raise ConfigError(
+        f"environment: {', '.join(hints)}: no such setting; APPLIANCE_<KEY> variables name the settings "
+        "of docs/commands.md (unset the variable, or fix its name)"
+    )
 
 
 def _check(values: dict[str, Any], where: str, *, strict: bool = True) -> Settings:

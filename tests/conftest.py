@@ -89,7 +89,9 @@ def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:
     """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment."""
-    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **(env or {})})
+    # APPLIANCE_TEST_CACHE is this suite's, not a setting: the server refuses unknown APPLIANCE_* names.
+    inherited = {name: value for name, value in os.environ.items() if name != "APPLIANCE_TEST_CACHE"}
+    server = RunningServer.start(graphs, log_path, *extra, env={**inherited, **(env or {})})
     if wait:
         wait_ready(server)
     return server

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import msgspec
 
 from appliance.errors import ConfigError
-from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, load_settings
+from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, resolve_settings
 
-__all__ = ["register", "run", "settings_from"]
+__all__ = ["add_settings_arguments", "register", "resolved_settings", "run", "settings_from"]
 
 _MIB = 1024 * 1024
 
@@ -46,6 +46,12 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "files are added and the server reloaded). Each setting can also come from APPLIANCE_<NAME> "
         "environment variables or a TOML settings file (flags win; `appliance config` shows the result).",
     )
+    add_settings_arguments(parser)
+    return parser
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """GRAPHS, --config and a flag per settings field: `serve`'s arguments, which `config` shares."""
     parser.add_argument(
         "target", nargs="?", metavar="GRAPHS", help="a graph file or a directory of them: the same as --graphs"
     )
@@ -64,7 +70,6 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         raise TypeError(f"serve flag groups name fields Settings does not have: {', '.join(sorted(unknown))}")
     for field in msgspec.structs.fields(Settings):
         _add_flag(group_of.get(field.name, parser), field)
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,12 +83,20 @@ def run(args: argparse.Namespace) -> int:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings `serve` runs with: the flags given over the environment, file and defaults."""
+    return resolved_settings(args)[0]
+
+
+def resolved_settings(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
+    """`settings_from`, and where each value came from (`resolve_settings`)."""
     flags = {name: getattr(args, name) for name in Settings.__struct_fields__}
     if args.target is not None:
         if args.graphs is not None:
             raise ConfigError(f"give the graphs once: {args.target} and --graphs {args.graphs}")
         flags["graphs"] = args.target
-    return load_settings(flags, config=args.config)
+    settings, sources = resolve_settings(flags, config=args.config)
+    if args.target is not None:
+        sources["graphs"] = "argument GRAPHS"
+    return settings, sources
 
 
 def _check_something_to_serve(graphs: Path) -> None:

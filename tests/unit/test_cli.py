@@ -60,7 +60,7 @@ def test_serve_help_shows_defaults_from_the_settings() -> None:
 
 def test_every_subcommand_has_help_and_a_description() -> None:
     parsers = _subparsers()
-    assert set(parsers) == {"serve", "check", "devices", "demo", "export", "bench", "soak"}
+    assert set(parsers) == {"serve", "config", "check", "devices", "demo", "export", "bench", "soak"}
     assert len(COMMANDS) + len(TOOLS) == len(parsers)
     for name, parser in parsers.items():
         assert parser.description, name
@@ -184,3 +184,41 @@ def test_check_reports_every_mistake_and_defaults_like_serve(
     (tmp_path / "empty").mkdir()
     assert main(["check", "--config", str(config)]) == 0
     assert "no graph files" in capsys.readouterr().out
+
+
+def test_config_prints_the_settings_and_where_each_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tomllib
+
+    config = _clean_environment(monkeypatch, tmp_path)
+    config.write_text('port = 7000\nhost = "10.0.0.1"\nallowed_hosts = ["a"]\n')
+    monkeypatch.setenv("APPLIANCE_HOST", "0.0.0.0")
+    assert main(["config", "--config", str(config), "--drain-seconds", "5", "one.toml"]) == 0
+    out = capsys.readouterr().out
+    assert tomllib.loads(out) == {**msgspec.structs.asdict(Settings()), "graphs": "one.toml", "port": 7000,
+        "host": "0.0.0.0", "drain_seconds": 5.0, "allowed_hosts": ["a"], **_lists()}  # fmt: skip
+    source = {line.split(" = ")[0]: line.split("  # ")[1] for line in out.splitlines()}
+    assert source["graphs"] == "argument GRAPHS" and source["drain_seconds"] == "flag --drain-seconds"
+    assert source["host"] == "environment APPLIANCE_HOST" and source["port"] == f"file {config}"
+    assert source["max_body_size"] == "default"
+
+
+def _lists() -> dict[str, list[str]]:
+    """The empty list settings as TOML reads them back (tuples in Settings)."""
+    defaults = msgspec.structs.asdict(Settings())
+    return {
+        name: list(value) for name, value in defaults.items() if isinstance(value, tuple) and name != "allowed_hosts"
+    }
+
+
+def test_an_appliance_variable_naming_no_setting_stops_start_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _clean_environment(monkeypatch, tmp_path)
+    (tmp_path / "graphs").mkdir()
+    monkeypatch.setenv("APPLIANCE_PROT", "9000")
+    for command in ("serve", "config", "check"):
+        assert main([command, "--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("appliance: environment: APPLIANCE_PROT (did you mean APPLIANCE_PORT?): no such setting")

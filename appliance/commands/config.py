@@ -1,0 +1,49 @@
+"""`appliance config`: the settings `serve` would run with, and where each value came from.
+
+It takes `serve`'s arguments, so `appliance config --port 9000` answers "what would `appliance
+serve --port 9000` do here?". The output is TOML (a settings file to start from), each line
+commented with its source: `default`, `file PATH`, `environment APPLIANCE_NAME`, `flag --name`
+or `argument GRAPHS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from appliance.commands.serve import add_settings_arguments, resolved_settings
+
+__all__ = ["register", "run", "toml_value"]
+
+
+def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `config` with `serve`'s arguments."""
+    parser = subcommands.add_parser(
+        "config",
+        help="print the settings serve would run with, and where each came from",
+        description="Print the effective settings of `appliance serve` given the same arguments, as TOML, "
+        "each value commented with where it came from (default, settings file, environment variable, flag). "
+        "A mistake in any of them exits 2, as `serve` would.",
+    )
+    add_settings_arguments(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one `key = value  # source` line per setting."""
+    settings, sources = resolved_settings(args)
+    lines = [(f"{name} = {toml_value(getattr(settings, name))}", sources[name]) for name in sources]
+    width = max(len(line) for line, _ in lines)
+    for line, source in lines:
+        print(f"{line:<{width}}  # {source}")
+    return 0
+
+
+def toml_value(value: Any) -> str:
+    """A setting's value as TOML writes it (strings and lists as in JSON, which TOML reads alike)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return json.dumps(list(value))
+    return json.dumps(value)
