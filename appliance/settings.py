@@ -152,6 +152,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     tgi_compat: Annotated[
         bool, _about("TGI-compatible /invocations: answers are JSON arrays and streams are server-sent events")
     ] = False
+    disable_playground: Annotated[
+        bool, _about("do not serve the chat playground page at /playground (nor redirect / to it)")
+    ] = False
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
