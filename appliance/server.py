@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from pathlib import Path
 
 import msgspec
 import uvicorn
 
+from appliance.api import playground
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
@@ -28,9 +31,14 @@ from appliance.runtime.supervisor import NotifyingServer, supervise
 from appliance.service.lmi import LmiOptions
 from appliance.settings import Settings
 
-__all__ = ["load_api_keys", "serve"]
+__all__ = ["CannotListen", "load_api_keys", "serve"]
 
 log = logging.getLogger("appliance.server")
+
+
+class CannotListen(Exception):
+    """The address to listen on is taken, not this machine's, or needs privileges: `serve` says so
+    in one line and exits 3, before any engine starts."""
 
 
 def serve(settings: Settings) -> int:
@@ -44,6 +52,9 @@ def serve(settings: Settings) -> int:
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
+    # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
+    # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
+    listener = _listen(settings.host, settings.port)
     media = ImageLoader(
         build_policy(
             allowed_domains=settings.allowed_media_domains,
@@ -82,8 +93,11 @@ def serve(settings: Settings) -> int:
         background=lambda: supervise(server, registry, reloader),
         media=media,
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
+        serve_playground=not settings.disable_playground,
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
+    # The page (static files only) loads without a key; it asks for one and sends it with its calls.
+    open_paths += [] if settings.disable_playground else list(playground.PUBLIC_PATHS)
     gated = Gate(
         app,
         metrics=metrics,
@@ -107,7 +121,7 @@ def serve(settings: Settings) -> int:
         backlog=ACCEPT_BACKLOG,
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
-    server = NotifyingServer(config, Notifier())
+    server = NotifyingServer(config, Notifier(), models=registry, shutdown_delay=settings.shutdown_delay_seconds)
     if not graphs:
         log.warning(
             "%s holds no graph files: serving no models until graph files are added and reloaded", settings.graphs
@@ -119,10 +133,36 @@ def serve(settings: Settings) -> int:
         settings.port,
         f"{len(api_keys)} configured" if api_keys else "none, open to every client",
     )
-    server.run()
+    server.run(sockets=[listener])
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or CannotListen saying why in words an operator can act on."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise CannotListen(f"cannot listen on {where}: {host!r} is not an address or a known host name") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(ACCEPT_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        reason = {
+            errno.EADDRINUSE: "the port is already in use by another process (`ss -ltnp` shows which); "
+            "stop it, or choose another port with --port",
+            errno.EADDRNOTAVAIL: "the address is not one of this machine's (--host 0.0.0.0 listens on all of them)",
+            errno.EACCES: "permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise CannotListen(f"cannot listen on {where}: {reason}") from exc
+    return sock
 
 
 def _with_cache_dir(graph: Graph, cache_dir: str) -> Graph:

@@ -8,6 +8,7 @@ help and its default appended. Every flag defaults to None ("not given"), which 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -19,6 +20,9 @@ from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, resolve_set
 __all__ = ["add_settings_arguments", "register", "resolved_settings", "run", "settings_from"]
 
 _MIB = 1024 * 1024
+
+CANNOT_LISTEN = 3
+"""`serve`'s exit code when it cannot listen (port in use, not this machine's address, no permission)."""
 
 # Flag groups of `serve --help`: title -> (text under the title, fields); other fields are "options".
 _GROUPS: dict[str, tuple[str | None, tuple[str, ...]]] = {
@@ -73,12 +77,17 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when the graphs do not exist)."""
+    """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when the graphs do not
+    exist; 3 when it cannot listen)."""
     settings = settings_from(args)
     _check_something_to_serve(Path(settings.graphs))
-    from appliance.server import serve
+    from appliance.server import CannotListen, serve
 
-    return serve(settings)
+    try:
+        return serve(settings)
+    except CannotListen as exc:
+        print(f"appliance: {exc}", file=sys.stderr)
+        return CANNOT_LISTEN
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

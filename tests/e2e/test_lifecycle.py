@@ -146,3 +146,31 @@ def test_check_command(demo_root, tmp_path) -> None:
     )
     assert bad.returncode == 2
     assert "bad.toml" in bad.stderr and "model_path" in bad.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_3_before_any_engine(demo_root, tmp_path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    (tmp_path / "none.toml").write_text("")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("APPLIANCE_")}
+    started = time.monotonic()
+    with taken:
+        run = subprocess.run(
+            [sys.executable, "-m", "appliance", "serve", str(demo_root / "graphs" / "demo-chat.toml"),
+             "--port", str(port), "--config", str(tmp_path / "none.toml")],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    assert run.returncode == 3
+    assert run.stderr == (
+        f"appliance: cannot listen on 127.0.0.1:{port}: the port is already in use by another process "
+        "(`ss -ltnp` shows which); stop it, or choose another port with --port\n"
+    )
+    # No "serving ..." line, no uvicorn start, no engine (its load line, or a traceback when it dies).
+    assert run.stdout == ""
+    assert time.monotonic() - started < 30
