@@ -17,6 +17,7 @@ from appliance.api import (
     openai_routes,
     openapi,
     ops_routes,
+    playground,
     responses_routes,
     tokenize_routes,
 )
@@ -47,12 +48,14 @@ def create_app(
     media: ImageLoader | None = None,
     lmi: LmiOptions | None = None,
     response_store: ResponseStore | None = None,
+    serve_playground: bool = True,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
-    the stored responses of /v1/responses (default: an empty store with the default bounds)."""
+    the stored responses of /v1/responses (default: an empty store with the default bounds).
+    `serve_playground`: the chat page at /playground, / redirecting to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
@@ -89,6 +92,7 @@ def create_app(
             *tokenize_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
+            *(playground.routes() if serve_playground else []),
         ],
         dependencies={
             "models": Provide(provide(models), sync_to_thread=False),
