@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, GGUF_SUFFIX, is_npu
+from appliance.tools.hub_source import SourceError, hub_environment
 
 __all__ = ["WEIGHT_FORMATS", "ExportError", "export_model", "register", "run"]
 
@@ -139,13 +140,17 @@ def export_model(
     graph_path = graphs_dir / f"{name}.toml"
     if (target.exists() or graph_path.exists()) and not force:
         raise ExportError(f"{target} or {graph_path} already exists; pass --force to replace them")
+    try:
+        hub_env = hub_environment(source)
+    except SourceError as exc:
+        raise ExportError(str(exc)) from exc
     models_dir.mkdir(parents=True, exist_ok=True)
     staging = models_dir / f".{name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     started = time.monotonic()
     try:
         log(f"[1/3] exporting {source} with optimum-intel ({weight_format} weights) ...")
-        _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log, npu=is_npu(device))
+        _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log, npu=is_npu(device), env=hub_env)
         log("[2/3] checking the exported model ...")
         # Checked on the CPU, which every box has; the graph still names the device asked for.
         log(f"      {check_model(staging, 'CPU')}")
@@ -172,6 +177,7 @@ def _run_optimum_cli(
     log: Callable[[str], None],
     *,
     npu: bool = False,
+    env: dict[str, str] | None = None,
 ) -> None:
     command = [
         sys.executable,
@@ -198,7 +204,7 @@ def _run_optimum_cli(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
     )
     tail: list[str] = []
     assert process.stdout is not None
