@@ -74,6 +74,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
         30.0
     )
+    shutdown_delay_seconds: Annotated[
+        float,
+        _about(
+            "on SIGTERM, how long /health answers 503 (draining) while requests are still accepted, "
+            "before the listener closes and the drain starts: time for a load balancer or Kubernetes "
+            "to stop sending; 0: close at once",
+            "S",
+            ge=0,
+        ),
+    ] = 0.0
     api_key_file: Annotated[
         str,
         _about(

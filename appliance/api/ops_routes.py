@@ -52,7 +52,8 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
 async def health(models: ModelRegistry) -> Response:
     """200 once every model is loaded and ready; 503 (with each model's state) before, and while
     a model is restarting or "stalled" (its engine has made no progress for a while); 503
-    `no_models` while the graphs directory holds no graph file (add some, then reload)."""
+    `no_models` while the graphs directory holds no graph file (add some, then reload); 503
+    `draining` from the moment the server is asked to stop."""
     if not models.names():
         return Response(
             {
@@ -63,9 +64,10 @@ async def health(models: ModelRegistry) -> Response:
             status_code=503,
             media_type="application/json",
         )
-    ready = models.all_ready
+    ready = models.all_ready and not models.draining
+    status = "draining" if models.draining else "ready" if ready else "not_ready"
     return Response(
-        {"status": "ready" if ready else "not_ready", "models": _model_status(models)},
+        {"status": status, "models": _model_status(models)},
         status_code=200 if ready else 503,
         media_type="application/json",
     )

@@ -15,6 +15,8 @@ class ModelRegistry:
 
     def __init__(self, engines: list[EngineClient]) -> None:
         self._engines = {engine.name: engine for engine in engines}
+        # Set once the server is stopping: /health answers 503 so load balancers stop sending.
+        self.draining = False
 
     def __iter__(self) -> Iterator[EngineClient]:
         return iter(self._engines.values())

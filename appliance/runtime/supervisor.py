@@ -28,15 +28,36 @@ _TICK_S = 0.5
 
 
 class NotifyingServer(uvicorn.Server):
-    """uvicorn's server that says STOPPING=1 the moment a stop is asked for."""
+    """uvicorn's server that says STOPPING=1 and turns /health to 503 (`models.draining`) the
+    moment a stop is asked for. On SIGTERM with a `shutdown_delay`, it keeps accepting requests
+    that long before the listener closes, so a load balancer polling /health (or Kubernetes
+    removing the pod's endpoint) stops sending first and no request meets a refused connection;
+    a second signal stops at once."""
 
-    def __init__(self, config: uvicorn.Config, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        notifier: Notifier,
+        *,
+        models: ModelRegistry | None = None,
+        shutdown_delay: float = 0.0,
+    ) -> None:
         super().__init__(config)
         self.notifier = notifier
+        self.models = models
+        self.shutdown_delay = shutdown_delay
+        self._delay_ends: float | None = None
 
     def handle_exit(self, sig: int, frame: object) -> None:
-        if not self.should_exit:
+        if not self.should_exit and self._delay_ends is None:
             self.notifier.stopping()
+            if self.models is not None:
+                self.models.draining = True
+            if self.shutdown_delay and sig == signal.SIGTERM:
+                log.info("stopping: /health answers 503; requests accepted for %g s more", self.shutdown_delay)
+                self._delay_ends = time.monotonic() + self.shutdown_delay
+                return
+        if not self.should_exit:
             log.info("stopping: no new connections; in-flight requests may finish")
         super().handle_exit(sig, frame)
         # uvicorn re-raises captured signals once it has shut down, so the process would die by
@@ -44,6 +65,12 @@ class NotifyingServer(uvicorn.Server):
         captured = getattr(self, "_captured_signals", None)
         if isinstance(captured, list) and sig == signal.SIGTERM and sig in captured:
             captured.remove(sig)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._delay_ends is not None and not self.should_exit and time.monotonic() >= self._delay_ends:
+            log.info("stopping: no new connections; in-flight requests may finish")
+            self.should_exit = True
+        return await super().on_tick(counter)
 
 
 async def _reload(notifier: Notifier, reloader: Reloader) -> None:
