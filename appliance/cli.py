@@ -11,7 +11,6 @@ No parser accepts abbreviated flags: argparse would otherwise read `serve --mode
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from importlib import metadata
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from appliance import __version__
 from appliance.commands import COMMANDS
 from appliance.errors import ConfigError
+from appliance.logs import configure_logging
 from appliance.tools import TOOLS
 
 __all__ = ["main"]
@@ -57,13 +57,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run `appliance ARGV`; returns the exit code."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, (getattr(args, "log_level", None) or "info").upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
-    # httpx logs every request at INFO (bench and soak send thousands).
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # `serve` configures logging again once its settings (log_level, log_format) are known.
+    configure_logging(getattr(args, "log_level", None) or "info", getattr(args, "log_format", None) or "text")
     try:
         return args.run(args)
     except (ConfigError, ValueError) as exc:

@@ -112,6 +112,7 @@ def serve(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=None,  # its records reach the root logger, in the format `configure_logging` chose
         access_log=False,
         timeout_graceful_shutdown=settings.drain_seconds,
         lifespan="on",
@@ -147,7 +148,7 @@ def _listen(host: str, port: int) -> socket.socket:
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
     except socket.gaierror as exc:
-        raise CannotListen(f"cannot listen on {where}: {host!r} is not an address or a known host name") from exc
+        raise CannotListen(f"cannot listen on {where}: '{host}' is not an address or a known host name") from exc
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

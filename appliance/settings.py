@@ -45,6 +45,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         32 * 1024 * 1024
     )
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _about("how much the server logs")] = "info"
+    log_format: Annotated[
+        Literal["text", "json"],
+        _about("text lines for a terminal, or one JSON object per line (journald, jq), uvicorn's included"),
+    ] = "text"
     header_timeout: Annotated[
         float,
         _about(

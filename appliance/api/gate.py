@@ -200,7 +200,7 @@ class Gate:
             line["finish_reason"] = ",".join(reasons)
         if record.user:
             line["user"] = record.user
-        access_log.info(json.dumps(line, separators=(",", ":")))
+        access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
 
 
 async def _error(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import msgspec
 
 from appliance.errors import ConfigError
+from appliance.logs import configure_logging
 from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, resolve_settings
 
 __all__ = ["add_settings_arguments", "register", "resolved_settings", "run", "settings_from"]
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM; the server's exit code (ConfigError, exit 2, when the graphs do not
     exist; 3 when it cannot listen)."""
     settings = settings_from(args)
+    configure_logging(settings.log_level, settings.log_format)
     _check_something_to_serve(Path(settings.graphs))
     from appliance.server import CannotListen, serve
 

@@ -76,7 +76,7 @@ class Reloader:
             for name in set(self.registry.names()) - set(wanted):
                 self._retire(self.registry.remove(name))
                 report["removed"].append(name)
-            log.info("reload: %s", report)
+            log.info("reload: %s", _summary(report), extra={"fields": {"event": "reload", **report}})
             return report
 
     def _current(self, name: str) -> EngineClient | None:
@@ -126,3 +126,16 @@ class Reloader:
         """Wait for engines being retired (at shutdown)."""
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
+
+
+def _summary(report: dict[str, object]) -> str:
+    """`added a, b; removed c` (the lists that are not empty), or `no change`: for the log line."""
+    parts = []
+    for key in ("added", "replaced", "removed", "unchanged"):
+        names = report.get(key)
+        if isinstance(names, list) and names:
+            parts.append(f"{key} {', '.join(names)}")
+    failed = report.get("failed")
+    if isinstance(failed, dict) and failed:
+        parts.append("failed " + ", ".join(f"{name} ({reason})" for name, reason in failed.items()))
+    return "; ".join(parts) or "no change"

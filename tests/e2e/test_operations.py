@@ -152,3 +152,33 @@ def test_cors_only_for_listed_origins(guarded_server) -> None:
     assert answer.headers["access-control-allow-origin"] == "https://app.example.com"
     other = httpx.get(f"{guarded_server.url}/v1/models", headers={"Origin": "https://evil.example"}, timeout=5)
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_json_logs_are_one_object_per_line(demo_root, tmp_path) -> None:
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    text = (demo_root / "graphs" / "demo-chat.toml").read_text()
+    (graphs / "demo-chat.toml").write_text(text.replace('"../models/', f'"{(demo_root / "models").resolve()}/'))
+    (tmp_path / "appliance.toml").write_text('log_format = "json"\n')  # the settings file's key, as --log-format
+    server = start_server(graphs, tmp_path / "server.log", "--config", str(tmp_path / "appliance.toml"))
+    try:
+        assert httpx.post(f"{server.url}/v1/chat/completions", json=chat_body(user="json-user"), timeout=30).is_success
+        assert httpx.get(f"{server.url}/no-such-route", timeout=5).status_code == 404
+        assert httpx.post(f"{server.url}/admin/reload", timeout=60).status_code == 200
+    finally:
+        assert stop_server(server) == 0
+    lines = [json.loads(line) for line in server.log().splitlines()]  # every line, or this raises
+    assert all(isinstance(line, dict) and {"time", "level", "logger"} <= set(line) for line in lines)
+    loggers = {line["logger"] for line in lines}
+    assert {"appliance.server", "appliance.engine", "appliance.access", "appliance.reload", "uvicorn.error"} <= loggers
+    access = [line for line in lines if line["logger"] == "appliance.access"]
+    assert {(line["path"], line["status"]) for line in access} >= {
+        ("/v1/chat/completions", 200),
+        ("/no-such-route", 404),
+        ("/admin/reload", 200),
+    }
+    chat = next(line for line in access if line.get("user") == "json-user")
+    assert chat["event"] == "request" and chat["model"] == MODEL and chat["completion_tokens"] <= 4
+    reload = next(line for line in lines if line["logger"] == "appliance.reload")
+    assert reload["event"] == "reload" and reload["unchanged"] == [MODEL]
+    assert "SECRET-PROMPT-TEXT" not in server.log()

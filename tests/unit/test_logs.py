@@ -1,0 +1,43 @@
+"""`configure_logging`: text by default, one JSON object per line with `json`, uvicorn's included."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from appliance.logs import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+def test_json_lines_with_fields_and_tracebacks(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("info", "json")
+    logging.getLogger("uvicorn.error").info("Started server process [%d]", 7)
+    logging.getLogger("appliance.access").info("{...}", extra={"fields": {"event": "request", "status": 200}})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("appliance.api").exception("unhandled error on %s", "GET /x")
+    logging.getLogger("appliance.x").debug("not shown at info")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["logger"] for line in lines] == ["uvicorn.error", "appliance.access", "appliance.api"]
+    assert lines[0]["message"] == "Started server process [7]" and lines[0]["level"] == "info"
+    assert lines[0]["time"].endswith("Z") and "T" in lines[0]["time"]
+    assert lines[1]["event"] == "request" and lines[1]["status"] == 200 and "message" not in lines[1]
+    assert lines[2]["level"] == "error" and "ValueError: boom" in lines[2]["exception"]
+
+
+def test_text_stays_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging()
+    logging.getLogger("appliance.access").info('{"event":"request"}', extra={"fields": {"event": "request"}})
+    assert capsys.readouterr().out.rstrip().endswith(' INFO appliance.access: {"event":"request"}')
