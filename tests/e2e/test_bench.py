@@ -1,14 +1,18 @@
-"""`appliance bench` end to end on a stateful graph: served over HTTP, then the raw baseline on the
-same stateful pipeline (one generate() at a time, closed loop of clients)."""
+"""`appliance bench` end to end: on a stateful graph (served over HTTP, then the raw baseline on the
+same stateful pipeline, one generate() at a time, closed loop of clients), and in an open loop with
+peers (a second appliance by URL, the fake OpenAI-compatible server by command)."""
 
 from __future__ import annotations
 
 import json
+import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from appliance.tools.bench.workload import Prompt
+from tests.conftest import RunningServer
 
 STATEFUL_GRAPH = """
 name = "bench-stateful"
@@ -58,6 +62,44 @@ def test_bench_command_on_a_stateful_graph(demo_root: Path, tmp_path: Path) -> N
     report = json.loads(report_path.read_text())
     assert report["environment"]["pipeline"] == "LM"
     for level in report["levels"]:
-        for run in ("served", "raw"):
-            assert (level[run]["completed"], level[run]["failed"]) == (3, 0), level[run]
-        assert level["served_over_raw"]["output_throughput"] > 0
+        for run in ("appliance", "raw"):
+            assert (level["systems"][run]["completed"], level["systems"][run]["failed"]) == (3, 0), level
+        assert level["over_raw"]["appliance"]["output_throughput"] > 0
+
+
+def test_bench_open_loop_with_peers(demo_root: Path, server: RunningServer, tmp_path: Path) -> None:
+    fake = Path(__file__).resolve().parent.parent / "fake_openai_server.py"
+    report_path, plot_path = tmp_path / "bench.json", tmp_path / "bench.png"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "appliance", "bench", "--graph", str(demo_root / "graphs" / "demo-chat.toml"),
+            "--rate", "20,40", "--requests", "6", "--prompt-tokens", "16", "--output-tokens", "8",
+            "--peer", f"second={server.url}",
+            "--peer-command", f"fake={shlex.quote(sys.executable)} {shlex.quote(str(fake))} {{port}}",
+            "--peer-model", "fake=fake-model", "--peer-timeout", "60",
+            "--json", str(report_path), "--plot", str(plot_path),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fake: stopped" in result.stderr
+    for row in ("appliance/raw", "second/raw", "fake/raw", "good/s"):
+        assert row in result.stdout
+    report = json.loads(report_path.read_text())
+    assert list(report["systems"]) == ["appliance", "second", "fake", "raw"]
+    assert report["systems"]["fake"]["model"] == "fake-model"
+    assert report["systems"]["second"]["how"] == "external"
+    assert report["workload"]["mode"] == "open loop (Poisson arrivals)"
+    assert [level["rate"] for level in report["levels"]] == [20.0, 40.0]
+    for level in report["levels"]:
+        assert list(level["systems"]) == ["appliance", "second", "fake", "raw"]
+        for name, run in level["systems"].items():
+            assert (run["completed"], run["failed"], run["output_token_mismatches"]) == (6, 0, 0), (name, run)
+            assert 0 < run["ttft_ms"]["median"] <= run["e2el_ms"]["median"], (name, run)
+            assert 0 < run["output_throughput"] and 0 <= run["goodput"] <= run["request_throughput"]
+            assert run["concurrency"] is None
+        assert level["systems"]["appliance"]["event_loop_lag_ms"] is not None
+        assert level["systems"]["fake"]["event_loop_lag_ms"] is None
+        for name in ("appliance", "second", "fake"):
+            assert math.isfinite(level["over_raw"][name]["output_throughput"])
+    assert plot_path.read_bytes()[:4] == b"\x89PNG"

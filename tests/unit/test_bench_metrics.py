@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from appliance.tools.bench.metrics import RequestResult, distribution, percentile, summarize
-from appliance.tools.bench.report import Level, Report, ratio
-from appliance.tools.bench.workload import build_prompts, prompt_words
+from appliance.tools.bench.metrics import LevelMetrics, RequestResult, Slo, distribution, percentile, summarize
+from appliance.tools.bench.report import RAW, Level, Report, System, SystemRun, ratio
+from appliance.tools.bench.workload import (
+    Load,
+    Workload,
+    arrival_times,
+    build_prompts,
+    default_requests,
+    prompt_words,
+)
 
 
 def test_percentile_interpolates_like_numpy() -> None:
@@ -108,48 +115,122 @@ def test_prompts_have_exact_length_and_differ() -> None:
     assert build_prompts(3, 16, words=words, encode=encode, seed=1) == prompts
 
 
-def test_report_table_and_json(tmp_path: Path) -> None:
-    served = summarize(
-        [RequestResult(ok=True, prompt_tokens=8, output_tokens=2, chunk_times=[0.2, 0.3], latency=0.3)],
-        concurrency=1,
-        duration_s=0.5,
-        prompt_tokens=8,
+def _metrics(ttft: float, seconds: float, concurrency: int | None = 1) -> LevelMetrics:
+    result = RequestResult(
+        ok=True, prompt_tokens=8, output_tokens=2, chunk_times=[ttft, ttft + 0.1], latency=ttft + 0.1
     )
-    raw = summarize(
-        [RequestResult(ok=True, prompt_tokens=8, output_tokens=2, chunk_times=[0.1, 0.2], latency=0.2)],
-        concurrency=1,
-        duration_s=0.25,
-        prompt_tokens=8,
+    return summarize([result], concurrency=concurrency, duration_s=seconds, prompt_tokens=8, output_tokens=2)
+
+
+def test_report_table_and_json_with_every_system(tmp_path: Path) -> None:
+    lag = {"samples": 10, "p50": 0.1, "p99": 0.5, "max": 0.9}
+    level = Level(
+        Load(requests=1, concurrency=1),
+        {
+            "appliance": SystemRun(_metrics(0.2, 0.5), lag, client_cpu=0.2),
+            "llama": SystemRun(_metrics(0.4, 1.0), None, client_cpu=0.1),
+            RAW: SystemRun(_metrics(0.1, 0.25)),
+        },
     )
-    level = Level(1, served, raw, {"samples": 10, "p50": 0.1, "p99": 0.5, "max": 0.9}, client_cpu=0.2)
-    assert level.ratios()["output_throughput"] == 0.5
-    assert level.ratios()["ttft_median"] == 2.0
+    assert level.ratios("appliance")["output_throughput"] == 0.5
+    assert level.ratios("appliance")["ttft_median"] == 2.0
+    assert level.ratios("llama")["output_throughput"] == 0.25
+    assert level.ratios(RAW) == {}
     report = Report(
-        model="m", graph="g.toml", url="http://x", server="external",
-        workload={"prompt_tokens": 8, "output_tokens": 2}, environment={}, levels=[level],
+        model="m", graph="g.toml",
+        systems=[System("appliance", "http://a", "started"), System("llama", "http://l", "external", "smol"),
+                 System(RAW, None, "in-process")],
+        workload={"prompt_tokens": 8, "output_tokens": 2}, environment={}, slo={"ttft_ms": 1000, "tpot_ms": 100},
+        levels=[level],
     )  # fmt: skip
     table = report.table()
-    assert "served/raw" in table and "0.50x" in table and "2.00x" in table
+    assert "appliance/raw" in table and "llama/raw" in table and "0.50x" in table and "0.25x" in table
+    assert "TTFT <= 1000 ms and TPOT <= 100 ms" in table
     report.write_json(tmp_path / "out.json")
     data = json.loads((tmp_path / "out.json").read_text())
-    assert data["levels"][0]["served_over_raw"]["output_throughput"] == 0.5
-    assert data["levels"][0]["event_loop_lag_ms"]["p99"] == 0.5
+    (level_data,) = data["levels"]
+    assert list(level_data["systems"]) == ["appliance", "llama", RAW]
+    assert level_data["over_raw"]["llama"]["output_throughput"] == 0.25
+    assert level_data["systems"]["appliance"]["event_loop_lag_ms"]["p99"] == 0.5
+    assert level_data["systems"][RAW]["bench_client_cpu_cores"] is None
+    assert data["systems"]["llama"] == {"url": "http://l", "how": "external", "model": "smol"}
+
+
+def test_report_notes_a_system_generating_other_token_counts() -> None:
+    wrong = RequestResult(ok=False, output_tokens=5, error="5 completion tokens instead of 2")
+    metrics = summarize([wrong], concurrency=1, duration_s=1.0, prompt_tokens=8, output_tokens=2)
+    level = Level(Load(requests=1, concurrency=1), {"peer": SystemRun(metrics, None, 0.1)})
+    report = Report(
+        model="m", graph="g", systems=[System("peer", "http://p", "external")],
+        workload={"prompt_tokens": 8, "output_tokens": 2}, environment={}, slo={"ttft_ms": 1, "tpot_ms": 1},
+        levels=[level],
+    )  # fmt: skip
+    assert "c=1 peer: 1 requests generated a number of tokens other than 2" in report.table()
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     from appliance.tools.bench.plot import write_plot
 
-    def level(concurrency: int, seconds: float) -> Level:
-        result = RequestResult(ok=True, prompt_tokens=8, output_tokens=2, chunk_times=[0.1, 0.2], latency=0.2)
-        metrics = summarize([result], concurrency=concurrency, duration_s=seconds, prompt_tokens=8)
-        return Level(concurrency, metrics, metrics)
+    def level(rate: float, seconds: float) -> Level:
+        runs = {name: SystemRun(_metrics(0.1, seconds, None)) for name in ("appliance", "llama", RAW)}
+        return Level(Load(requests=1, rate=rate), runs)
 
     report = Report(
-        model="m", graph="g.toml", url="http://x", server="external", workload={}, environment={},
-        levels=[level(1, 1.0), level(4, 0.5), level(16, 0.4)],
+        model="m", graph="g.toml", systems=[], workload={}, environment={}, slo={},
+        levels=[level(0.5, 1.0), level(2, 0.5), level(8, 0.4)],
     )  # fmt: skip
     write_plot(report, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- open loop: the arrival schedule, and goodput ------------------------------------------------
+
+
+def test_arrival_schedule_is_seeded_and_has_the_rate() -> None:
+    schedule = arrival_times(2000, 4.0, seed=7)
+    assert schedule == arrival_times(2000, 4.0, seed=7)  # the same for every system and run
+    assert schedule != arrival_times(2000, 4.0, seed=8)
+    assert schedule[0] == 0.0 and schedule == sorted(schedule)
+    gaps = [later - earlier for earlier, later in zip(schedule, schedule[1:])]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.1)  # mean gap 1/rate
+    # Exponential gaps: their standard deviation equals their mean (Poisson arrivals, not a metronome).
+    mean = sum(gaps) / len(gaps)
+    assert math.sqrt(sum((gap - mean) ** 2 for gap in gaps) / len(gaps)) == pytest.approx(mean, rel=0.15)
+    with pytest.raises(ValueError):
+        arrival_times(3, 0.0)
+
+
+def test_workload_gives_each_open_level_its_schedule() -> None:
+    loads = (Load(requests=5, rate=2.0), Load(requests=9, rate=8.0))
+    workload = Workload(loads, prompt_tokens=8, output_tokens=4, seed=1)
+    assert workload.arrivals(loads[0]) == arrival_times(5, 2.0, seed=1)
+    assert workload.arrivals(loads[1]) == arrival_times(9, 8.0, seed=2)
+    assert Workload((Load(requests=4, concurrency=2),), 8, 4).arrivals(Load(requests=4, concurrency=2)) is None
+    assert workload.as_dict()["mode"] == "open loop (Poisson arrivals)"
+    assert (loads[0].label, Load(requests=4, concurrency=16).label) == ("2/s", "c=16")
+    assert default_requests(rate=0.5) == 16 and default_requests(rate=4.0) == 40 and default_requests(4) == 16
+
+
+def test_goodput_counts_requests_meeting_both_targets() -> None:
+    def request(ttft: float, tpot: float, tokens: int = 5) -> RequestResult:
+        times = [ttft + i * tpot for i in range(tokens)]
+        return RequestResult(ok=True, prompt_tokens=8, output_tokens=tokens, chunk_times=times, latency=times[-1])
+
+    results = [
+        request(0.5, 0.05),  # meets both
+        request(1.5, 0.05),  # TTFT too slow
+        request(0.5, 0.20),  # TPOT too slow
+        request(0.9, 0.10),  # on the targets: meets them
+        request(0.2, 9.99, tokens=1),  # one token: no TPOT, TTFT decides
+        RequestResult(ok=False, error="HTTP 503"),
+    ]
+    slo = Slo(ttft_ms=1000, tpot_ms=100)
+    metrics = summarize(results, concurrency=None, duration_s=2.0, prompt_tokens=8, slo=slo)
+    assert metrics.slo_met == 3
+    assert metrics.goodput == pytest.approx(1.5)
+    assert metrics.request_throughput == pytest.approx(2.5)
+    strict = summarize(results, concurrency=None, duration_s=2.0, prompt_tokens=8, slo=Slo(ttft_ms=100, tpot_ms=1))
+    assert strict.goodput == 0.0
 
 
 def test_served_graph_copy_points_at_the_same_model(tmp_path: Path) -> None:

@@ -1,9 +1,14 @@
-"""Drive an OpenAI-compatible server: streamed /v1/completions at a fixed concurrency.
+"""Drive an OpenAI-compatible server: streamed /v1/completions at a fixed concurrency (closed
+loop), or sent on a fixed schedule whatever the server does with them (open loop).
 
 The SSE stream is parsed here rather than by an SDK so each chunk is timestamped the moment its
 bytes arrive. `stream_options.include_usage` gives the server's own token counts; a request
 counts as failed on a non-200 status, an error event, a missing `data: [DONE]`, or a completion
 token count other than the one asked for.
+
+In an open loop, a request's times (TTFT, latency) count from its scheduled arrival, not from when
+the client got around to sending it: a late send is queueing the user sees (and the raw baseline
+counts from the same schedule).
 """
 
 from __future__ import annotations
@@ -34,11 +39,15 @@ async def run_level(
     model: str,
     prompts: Sequence[Prompt],
     *,
-    concurrency: int,
+    concurrency: int | None,
     output_tokens: int,
+    arrivals: Sequence[float] | None = None,
     api_key: str | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """Send every prompt, keeping `concurrency` requests in flight; returns results and wall time."""
+    """Send every prompt, keeping `concurrency` requests in flight, or (with `arrivals`, offsets in
+    seconds) each at its offset from the start; returns results and wall time."""
+    if arrivals is not None:
+        return await _open_loop(url, model, prompts, arrivals, output_tokens, api_key)
     pending = iter(prompts)
     results: list[RequestResult] = []
 
@@ -51,11 +60,49 @@ async def run_level(
             await connection.close()
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+    await asyncio.gather(*(worker() for _ in range(min(concurrency or 1, len(prompts)))))
     return results, time.perf_counter() - started
 
 
-async def _one_request(connection: HTTPConnection, model: str, prompt: Prompt, output_tokens: int) -> RequestResult:
+async def _open_loop(
+    url: str,
+    model: str,
+    prompts: Sequence[Prompt],
+    arrivals: Sequence[float],
+    output_tokens: int,
+    api_key: str | None,
+) -> tuple[list[RequestResult], float]:
+    idle: list[HTTPConnection] = []  # keep-alive connections between requests, opened as needed
+    opened: list[HTTPConnection] = []
+
+    async def send(prompt: Prompt, due: float) -> RequestResult:
+        connection = idle.pop() if idle else HTTPConnection(url, _headers(api_key))
+        if connection not in opened:
+            opened.append(connection)
+        try:
+            return await _one_request(connection, model, prompt, output_tokens, origin=due)
+        finally:
+            idle.append(connection)
+
+    started = time.perf_counter()
+    tasks = []
+    for prompt, offset in zip(prompts, arrivals):
+        delay = started + offset - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(send(prompt, started + offset)))
+    try:
+        results = list(await asyncio.gather(*tasks))
+    finally:
+        for connection in opened:
+            await connection.close()
+    return results, time.perf_counter() - started
+
+
+async def _one_request(
+    connection: HTTPConnection, model: str, prompt: Prompt, output_tokens: int, *, origin: float | None = None
+) -> RequestResult:
+    """One streamed completion; times count from `origin` (a perf_counter value), default now."""
     payload = {
         "model": model,
         "prompt": prompt.text,
@@ -65,7 +112,7 @@ async def _one_request(connection: HTTPConnection, model: str, prompt: Prompt, o
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    started = time.perf_counter()
+    started = time.perf_counter() if origin is None else origin
     chunk_times: list[float] = []
     usage: dict[str, int] | None = None
     done_at: float | None = None

@@ -13,10 +13,11 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     """Add `bench` to the parser."""
     parser = subcommands.add_parser(
         "bench",
-        help="benchmark a served graph against its raw OpenVINO GenAI pipeline",
+        help="benchmark a served graph against its raw OpenVINO GenAI pipeline and other servers",
         description="Drive an OpenAI-compatible server with streamed, fixed-length requests at each "
-        "concurrency level, then run the same workload on the graph's own pipeline in process "
-        "(no HTTP), and report throughput, TTFT, TPOT and ITL for both.",
+        "concurrency level (or open-loop arrival rate), then any peer servers with the same workload, "
+        "then the graph's own pipeline in process (no HTTP), and report throughput, goodput, TTFT, "
+        "TPOT and ITL for each, with ratios to the raw pipeline.",
     )
     parser.add_argument("--graph", type=Path, required=True, metavar="FILE", help="graph file of the model")
     parser.add_argument(
@@ -27,12 +28,63 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--concurrency", default="1,4,16", metavar="N,N,...", help="concurrency levels (default 1,4,16)"
     )
-    parser.add_argument("--requests", type=int, metavar="N", help="requests per level (default max(8, 4 x level))")
+    parser.add_argument(
+        "--rate",
+        metavar="R,R,...",
+        help="open loop: requests arrive as a seeded Poisson process at R per second, one level per rate "
+        "(replaces --concurrency)",
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        metavar="N",
+        help="requests per level (default max(8, 4 x concurrency); open loop max(16, 10 x rate))",
+    )
     parser.add_argument("--prompt-tokens", type=int, default=128, metavar="N", help="default 128")
     parser.add_argument("--output-tokens", type=int, default=128, metavar="N", help="default 128")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw throughput and TTFT (PNG)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw pipeline baseline")
+    parser.add_argument("--seed", type=int, default=0, help="prompts and arrival schedule (default 0)")
+    parser.add_argument(
+        "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
+    )
+    parser.add_argument(
+        "--goodput-tpot", type=float, default=100.0, metavar="MS", help="goodput's TPOT target (default 100 ms)"
+    )
+    peers = parser.add_argument_group("peers: other OpenAI-compatible servers measured in the same run")
+    peers.add_argument(
+        "--peer", action="append", default=[], metavar="NAME=URL", help="a server already running at URL"
+    )
+    peers.add_argument(
+        "--peer-command",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="a shell command that starts a server, run for the peer's turn only; {port} in it becomes a "
+        "free port and the URL http://127.0.0.1:{port}",
+    )
+    peers.add_argument(
+        "--peer-url",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="where a --peer-command without {port} listens",
+    )
+    peers.add_argument(
+        "--peer-model",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL",
+        help="model name to send to a peer (default: --model, or the graph's name)",
+    )
+    peers.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds a --peer-command gets to answer GET /v1/models (default 300)",
+    )
     return parser
 
 
@@ -40,23 +92,33 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark and print its table; 1 when the server did not start or refused the
     workload, ValueError (exit 2) for flags out of range."""
     levels = _levels(args)
+    rates = _rates(args)
+    from appliance.tools.bench.metrics import Slo
+    from appliance.tools.bench.peers import parse_peers
     from appliance.tools.bench.plot import write_plot
     from appliance.tools.bench.runner import BenchOptions, run_bench
+
+    peers = parse_peers(args.peer, args.peer_command, args.peer_url, args.peer_model)
 
     options = BenchOptions(
         graph=args.graph,
         url=args.url,
         model=args.model,
         concurrency=levels,
+        rates=rates,
         requests=args.requests,
         prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens,
         raw=not args.no_raw,
         api_key=args.api_key,
+        seed=args.seed,
+        peers=tuple(peers),
+        peer_timeout=args.peer_timeout,
+        slo=Slo(ttft_ms=args.goodput_ttft, tpot_ms=args.goodput_tpot),
     )
     try:
         report = run_bench(options)
-    except RuntimeError as exc:  # the server did not start, or refused the workload
+    except RuntimeError as exc:  # a server did not start, or refused the workload
         print(f"appliance bench: {exc}", file=sys.stderr)
         return 1
     print(report.table())
@@ -76,3 +138,18 @@ def _levels(args: argparse.Namespace) -> tuple[int, ...]:
     if not levels or min(levels) < 1 or min(args.prompt_tokens, args.output_tokens, args.requests or 1) < 1:
         raise ValueError("--concurrency, --requests and the token counts must be positive")
     return levels
+
+
+def _rates(args: argparse.Namespace) -> tuple[float, ...]:
+    """The open-loop arrival rates (empty: closed loop), and the goodput targets, checked."""
+    if min(args.goodput_ttft, args.goodput_tpot) <= 0:
+        raise ValueError("--goodput-ttft and --goodput-tpot must be positive")
+    if not args.rate:
+        return ()
+    try:
+        rates = tuple(float(rate) for rate in args.rate.split(",") if rate.strip())
+    except ValueError:
+        raise ValueError(f"--rate {args.rate!r}: expected requests per second like 0.5,2,8") from None
+    if not rates or min(rates) <= 0 or any(rate != rate or rate == float("inf") for rate in rates):
+        raise ValueError(f"--rate {args.rate!r}: rates must be positive numbers")
+    return rates

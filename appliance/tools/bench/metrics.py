@@ -5,6 +5,8 @@
 - ITL: every gap between consecutive output chunks, pooled over all requests. A chunk that carries
   several tokens is one gap, exactly as vLLM counts it.
 - Throughputs divide totals over the successful requests by the level's wall-clock duration.
+- Goodput (DistServe's term, as vLLM's benchmark reports it): successful requests per second whose
+  TTFT and TPOT both meet their targets (`Slo`).
 
 The same code summarizes the HTTP run and the raw-pipeline run, so their ratios compare like with like.
 """
@@ -15,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Distribution", "LevelMetrics", "RequestResult", "distribution", "percentile", "summarize"]
+__all__ = ["Distribution", "LevelMetrics", "RequestResult", "Slo", "distribution", "percentile", "summarize"]
 
 
 @dataclass
@@ -80,10 +82,25 @@ def distribution(seconds: Sequence[float]) -> Distribution:
 
 
 @dataclass(frozen=True)
+class Slo:
+    """The service-level targets goodput counts against, in milliseconds."""
+
+    ttft_ms: float = 1000.0
+    tpot_ms: float = 100.0
+
+    def met_by(self, result: RequestResult) -> bool:
+        """A successful request whose TTFT and TPOT (if defined: one token has none) are within target."""
+        if not result.ok or result.ttft is None or result.ttft * 1000.0 > self.ttft_ms:
+            return False
+        return result.tpot is None or result.tpot * 1000.0 <= self.tpot_ms
+
+
+@dataclass(frozen=True)
 class LevelMetrics:
     """Everything reported for one concurrency level of one run (served or raw)."""
 
-    concurrency: int
+    concurrency: int | None
+    """None in an open-loop level."""
     requests: int
     completed: int
     failed: int
@@ -102,6 +119,12 @@ class LevelMetrics:
     """Successful requests whose reported prompt length differs from the intended one."""
     errors: tuple[str, ...]
     """The first few distinct failure messages."""
+    output_token_mismatches: int = 0
+    """Failed requests that did end, but with a token count other than the one asked for."""
+    goodput: float = 0.0
+    """Requests per second that succeeded within the `Slo`."""
+    slo_met: int = 0
+    """How many requests that is."""
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -112,14 +135,22 @@ class LevelMetrics:
 
 
 def summarize(
-    results: Sequence[RequestResult], *, concurrency: int, duration_s: float, prompt_tokens: int
+    results: Sequence[RequestResult],
+    *,
+    concurrency: int | None,
+    duration_s: float,
+    prompt_tokens: int,
+    output_tokens: int | None = None,
+    slo: Slo | None = None,
 ) -> LevelMetrics:
-    """Aggregate one level's request results; failed requests count only in `failed` and `errors`."""
+    """Aggregate one level's request results; failed requests count only in `failed` and `errors`.
+    `concurrency` is None for an open-loop level; `slo` None: the default targets."""
     good = [result for result in results if result.ok]
     failed = [result for result in results if not result.ok]
     output = sum(result.output_tokens for result in good)
     prompt = sum(result.prompt_tokens for result in good)
     per_second = 1.0 / duration_s if duration_s > 0 else 0.0
+    slo_met = sum(1 for result in good if (slo or Slo()).met_by(result))
     return LevelMetrics(
         concurrency=concurrency,
         requests=len(results),
@@ -135,4 +166,9 @@ def summarize(
         e2el_ms=distribution([r.latency for r in good]),
         prompt_token_mismatches=sum(1 for r in good if r.prompt_tokens != prompt_tokens),
         errors=tuple(dict.fromkeys(r.error for r in failed))[:5],
+        output_token_mismatches=sum(
+            1 for r in failed if output_tokens is not None and r.output_tokens and r.output_tokens != output_tokens
+        ),
+        goodput=slo_met * per_second,
+        slo_met=slo_met,
     )

@@ -1,7 +1,8 @@
-"""A PNG of the results: output throughput and median TTFT versus concurrency, served and raw.
+"""A PNG of the results: output throughput and median TTFT versus concurrency (or arrival rate),
+one line per system measured.
 
 Drawn with Pillow (already a dependency) rather than matplotlib, which the appliance does not ship.
-Concurrency is on a log axis, so 1, 4, 16, 64 are evenly spaced.
+Concurrency (or rate) is on a log axis, so 1, 4, 16, 64 are evenly spaced.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont
 
 from appliance.tools.bench.metrics import LevelMetrics
-from appliance.tools.bench.report import Report
+from appliance.tools.bench.report import RAW, Report
 
 __all__ = ["write_plot"]
 
 _PANEL_W, _PANEL_H = 560, 400
 _MARGIN_L, _MARGIN_R, _MARGIN_T, _MARGIN_B = 70, 20, 40, 50
-_SERIES = (("served", (31, 119, 180)), ("raw", (255, 127, 14)))
+_COLOURS = ((31, 119, 180), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75), (227, 119, 194))
+_RAW_COLOUR = (255, 127, 14)
 
 
 def write_plot(report: Report, path: Path) -> None:
@@ -46,20 +48,26 @@ def _panel(
     report: Report,
     value: Callable[[LevelMetrics], float],
 ) -> None:
-    levels = [level.concurrency for level in report.levels]
+    xs = [level.load.x for level in report.levels]
+    names = list(dict.fromkeys(name for level in report.levels for name in level.runs))
     series = {
-        name: [(level.concurrency, value(m)) for level in report.levels if (m := getattr(level, name)) is not None]
-        for name, _ in _SERIES
+        name: [(level.load.x, value(level.runs[name].metrics)) for level in report.levels if name in level.runs]
+        for name in names
     }
+    colours = {
+        name: _RAW_COLOUR if name == RAW else _COLOURS[i % len(_COLOURS)]
+        for i, name in enumerate(n for n in names if n != RAW)
+    } | ({RAW: _RAW_COLOUR} if RAW in names else {})
     finite = [y for points in series.values() for _, y in points if not math.isnan(y)]
     y_max = _nice_ceiling(max(finite, default=1.0))
     x0, x1 = left + _MARGIN_L, left + _PANEL_W - _MARGIN_R
     y0, y1 = top + _PANEL_H - _MARGIN_B, top + _MARGIN_T
-    log_lo, log_hi = math.log(min(levels)), math.log(max(levels))
+    log_lo, log_hi = math.log(min(xs)), math.log(max(xs))
+    open_loop = any(level.load.open_loop for level in report.levels)
 
-    def px(concurrency: int) -> float:
+    def px(x: float) -> float:
         span = log_hi - log_lo
-        return (x0 + x1) / 2 if span == 0 else x0 + (math.log(concurrency) - log_lo) / span * (x1 - x0)
+        return (x0 + x1) / 2 if span == 0 else x0 + (math.log(x) - log_lo) / span * (x1 - x0)
 
     def py(y: float) -> float:
         return y0 - y / y_max * (y0 - y1)
@@ -70,20 +78,23 @@ def _panel(
         y = y_max * step / 5
         draw.line((x0, py(y), x1, py(y)), fill=(225, 225, 225))
         draw.text((left + 5, py(y) - 6), _label(y), fill="black", font=font)
-    for concurrency in levels:
-        draw.line((px(concurrency), y0, px(concurrency), y0 + 4), fill="black")
-        draw.text((px(concurrency) - 6, y0 + 8), str(concurrency), fill="black", font=font)
-    draw.text(((x0 + x1) / 2 - 30, y0 + 26), "concurrency", fill="black", font=font)
-    for row, (name, colour) in enumerate(_SERIES):
-        points = [(px(c), py(y)) for c, y in series[name] if not math.isnan(y)]
+    for x in xs:
+        draw.line((px(x), y0, px(x), y0 + 4), fill="black")
+        draw.text((px(x) - 6, y0 + 8), f"{x:g}", fill="black", font=font)
+    axis = "arrival rate (requests/s)" if open_loop else "concurrency"
+    draw.text(((x0 + x1) / 2 - 30, y0 + 26), axis, fill="black", font=font)
+    for row, name in enumerate(names):
+        colour = colours[name]
+        points = [(px(x), py(y)) for x, y in series[name] if not math.isnan(y)]
         if not points:
             continue
         if len(points) > 1:
             draw.line(points, fill=colour, width=3)
         for x, y in points:
             draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=colour)
-        draw.line((x1 - 80, y1 + 14 + 16 * row, x1 - 60, y1 + 14 + 16 * row), fill=colour, width=3)
-        draw.text((x1 - 55, y1 + 8 + 16 * row), name, fill="black", font=font)
+        legend_x = x1 - 30 - 6 * max(len(n) for n in names)
+        draw.line((legend_x - 25, y1 + 14 + 16 * row, legend_x - 5, y1 + 14 + 16 * row), fill=colour, width=3)
+        draw.text((legend_x, y1 + 8 + 16 * row), name, fill="black", font=font)
 
 
 def _nice_ceiling(value: float) -> float:

@@ -63,34 +63,46 @@ class RawPipeline:
         self._eos_token_id = self.pipe.get_tokenizer().get_eos_token_id()
 
     def run_level(
-        self, prompts: Sequence[Prompt], *, concurrency: int, output_tokens: int
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        concurrency: int | None,
+        output_tokens: int,
+        arrivals: Sequence[float] | None = None,
     ) -> tuple[list[RequestResult], float]:
-        """Run every prompt with `concurrency` in flight; returns results and wall time."""
+        """Run every prompt with `concurrency` in flight, or (with `arrivals`) each added at the
+        first step boundary after its arrival, timed from the arrival; returns results and wall time."""
         config = self.generation_config(output_tokens)
-        pending = iter(prompts)
         in_flight: list[_InFlight] = []
         results: list[RequestResult] = []
 
-        def add_next() -> None:
-            prompt = next(pending, None)
-            if prompt is None:
-                return
+        def add(prompt: Prompt, sent: float) -> None:
             input_ids = openvino.Tensor(np.array([prompt.ids], dtype=np.int64))
-            sent = time.perf_counter()
             handle = self.pipe.add_request(next(_request_ids), input_ids, config)
             in_flight.append(_InFlight(handle, sent, RequestResult(ok=True, prompt_tokens=len(prompt.ids))))
 
         started = time.perf_counter()
-        for _ in range(concurrency):
-            add_next()
-        while in_flight:
+        pending = deque(prompts)
+        due = deque(started + offset for offset in arrivals) if arrivals is not None else None
+        if due is None:
+            for _ in range(min(concurrency or 1, len(pending))):
+                add(pending.popleft(), time.perf_counter())
+        while in_flight or pending:
+            if due is not None:
+                now = time.perf_counter()
+                while due and due[0] <= now:
+                    add(pending.popleft(), due.popleft())
+                if not in_flight:
+                    time.sleep(max(0.0, due[0] - now))
+                    continue
             self.pipe.step()
             now = time.perf_counter()
             for request in list(in_flight):
                 if self._collect(request, now, output_tokens):
                     in_flight.remove(request)
                     results.append(request.result)
-                    add_next()
+                    if due is None and pending:
+                        add(pending.popleft(), time.perf_counter())
         return results, time.perf_counter() - started
 
     def generation_config(self, output_tokens: int) -> openvino_genai.GenerationConfig:
@@ -130,16 +142,27 @@ class RawStatefulPipeline:
         self._eos_token_id = self.pipe.get_tokenizer().get_eos_token_id()
 
     def run_level(
-        self, prompts: Sequence[Prompt], *, concurrency: int, output_tokens: int
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        concurrency: int | None,
+        output_tokens: int,
+        arrivals: Sequence[float] | None = None,
     ) -> tuple[list[RequestResult], float]:
-        """Run every prompt as `concurrency` closed-loop clients would; returns results and wall time."""
+        """Run every prompt as `concurrency` closed-loop clients would, or (with `arrivals`) each
+        once it has arrived and the one before it is done; returns results and wall time."""
         config = _greedy_config(output_tokens, self._eos_token_id)
         started = time.perf_counter()
-        # Request i is sent at the start (i < concurrency) or when request i - concurrency ends.
-        send_times = deque([started] * concurrency)
+        if arrivals is not None:
+            send_times = deque(started + offset for offset in arrivals)
+        else:
+            # Request i is sent at the start (i < concurrency) or when request i - concurrency ends.
+            send_times = deque([started] * (concurrency or 1))
         results = []
         for prompt in prompts:
             sent = send_times.popleft()
+            if sent > time.perf_counter():
+                time.sleep(sent - time.perf_counter())
             result = RequestResult(ok=True, prompt_tokens=len(prompt.ids))
             streamer = _TokenClock(result, sent)
             self.pipe.generate(openvino.Tensor(np.array([prompt.ids], dtype=np.int64)), config, streamer)
@@ -148,7 +171,8 @@ class RawStatefulPipeline:
             if result.output_tokens != output_tokens:
                 result.ok, result.error = False, f"{result.output_tokens} tokens instead of {output_tokens}"
             results.append(result)
-            send_times.append(now)
+            if arrivals is None:
+                send_times.append(now)
         return results, time.perf_counter() - started
 
 

@@ -1,4 +1,6 @@
-"""The benchmark's results: one `Level` per concurrency, printed as a table or written as JSON."""
+"""The benchmark's results: one `Level` per concurrency or arrival rate, each holding a `SystemRun`
+per system measured (the appliance, its peers, the raw pipeline), printed as a table or written as
+JSON. Every system is compared with the raw pipeline of the same run."""
 
 from __future__ import annotations
 
@@ -8,40 +10,75 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from appliance.tools.bench.metrics import Distribution, LevelMetrics
+from appliance.tools.bench.workload import Load
 
-__all__ = ["Level", "Report", "ratio"]
+__all__ = ["RAW", "Level", "Report", "System", "SystemRun", "ratio"]
+
+RAW = "raw"
+
+
+@dataclass(frozen=True)
+class System:
+    """One system measured: where it was and how it got there."""
+
+    name: str
+    url: str | None
+    """None for the in-process raw pipeline."""
+    how: str
+    """'appliance serve started by the bench', 'external', 'started: COMMAND', 'in-process ...'."""
+    model: str | None = None
+    """The model name sent to it (HTTP systems)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"url": self.url, "how": self.how, "model": self.model}
+
+
+@dataclass
+class SystemRun:
+    """One system at one level."""
+
+    metrics: LevelMetrics
+    loop_lag_ms: dict[str, float] | None = None
+    """{samples, p50, p99, max} from the appliance's /stats; None from other servers."""
+    client_cpu: float | None = None
+    """CPU the bench's own HTTP client used meanwhile, in cores (it shares the machine); None: raw."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            **self.metrics.as_dict(),
+            "event_loop_lag_ms": self.loop_lag_ms,
+            "bench_client_cpu_cores": None if self.client_cpu is None else round(self.client_cpu, 3),
+        }
 
 
 @dataclass
 class Level:
-    """One concurrency level: the served run, the raw run (unless skipped) and the server's loop lag."""
+    """One concurrency level or arrival rate: a run per system, in the order they ran."""
 
-    concurrency: int
-    served: LevelMetrics
-    raw: LevelMetrics | None = None
-    loop_lag_ms: dict[str, float] | None = None
-    """{samples, p50, p99, max} from the appliance's /stats; None from other servers."""
-    client_cpu: float = 0.0
-    """CPU the bench's own HTTP client used during the served run, in cores (it shares the machine)."""
+    load: Load
+    runs: dict[str, SystemRun] = field(default_factory=dict)
 
-    def ratios(self) -> dict[str, float | None]:
-        """served / raw: above 1 is better for throughputs, below 1 is better for latencies."""
-        if self.raw is None:
+    def ratios(self, name: str) -> dict[str, float | None]:
+        """`name` / raw: above 1 is better for throughputs, below 1 is better for latencies."""
+        raw, run = self.runs.get(RAW), self.runs[name]
+        if raw is None or name == RAW:
             return {}
+        this, base = run.metrics, raw.metrics
         return {
-            "output_throughput": ratio(self.served.output_throughput, self.raw.output_throughput),
-            "request_throughput": ratio(self.served.request_throughput, self.raw.request_throughput),
-            "ttft_median": ratio(self.served.ttft_ms.median, self.raw.ttft_ms.median),
-            "tpot_median": ratio(self.served.tpot_ms.median, self.raw.tpot_ms.median),
-            "itl_median": ratio(self.served.itl_ms.median, self.raw.itl_ms.median),
+            "output_throughput": ratio(this.output_throughput, base.output_throughput),
+            "request_throughput": ratio(this.request_throughput, base.request_throughput),
+            "goodput": ratio(this.goodput, base.goodput),
+            "ttft_median": ratio(this.ttft_ms.median, base.ttft_ms.median),
+            "tpot_median": ratio(this.tpot_ms.median, base.tpot_ms.median),
+            "itl_median": ratio(this.itl_ms.median, base.itl_ms.median),
         }
 
 
-def ratio(served: float, raw: float) -> float | None:
-    """served / raw, or None when either side has nothing to compare."""
-    if math.isnan(served) or math.isnan(raw) or raw == 0:
+def ratio(value: float, raw: float) -> float | None:
+    """value / raw, or None when either side has nothing to compare."""
+    if math.isnan(value) or math.isnan(raw) or raw == 0:
         return None
-    return round(served / raw, 3)
+    return round(value / raw, 3)
 
 
 @dataclass
@@ -50,11 +87,11 @@ class Report:
 
     model: str
     graph: str
-    url: str
-    server: str
-    """'started by the bench' or 'external'."""
+    systems: list[System]
     workload: dict[str, object]
     environment: dict[str, object]
+    slo: dict[str, float]
+    """The goodput targets: {ttft_ms, tpot_ms}."""
     levels: list[Level] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -62,18 +99,15 @@ class Report:
         return {
             "model": self.model,
             "graph": self.graph,
-            "url": self.url,
-            "server": self.server,
+            "systems": {system.name: system.as_dict() for system in self.systems},
             "workload": self.workload,
+            "goodput_slo_ms": self.slo,
             "environment": self.environment,
             "levels": [
                 {
-                    "concurrency": level.concurrency,
-                    "served": level.served.as_dict(),
-                    "raw": level.raw.as_dict() if level.raw else None,
-                    "served_over_raw": level.ratios() or None,
-                    "event_loop_lag_ms": level.loop_lag_ms,
-                    "bench_client_cpu_cores": round(level.client_cpu, 3),
+                    **level.load.as_dict(),
+                    "systems": {name: run.as_dict() for name, run in level.runs.items()},
+                    "over_raw": {name: level.ratios(name) for name in level.runs if name != RAW and RAW in level.runs},
                 }
                 for level in self.levels
             ],
@@ -84,61 +118,86 @@ class Report:
         path.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
 
     def table(self) -> str:
-        """The terminal table: served and raw rows per level, their ratios, then the loop lag."""
+        """The terminal table: a row per system and level, ratios to raw, then the loop lag."""
         w = self.workload
-        stateful = self.environment.get("pipeline") in ("LM", "VLM")
-        baseline = "stateful LLMPipeline, one generate() at a time" if stateful else "ContinuousBatchingPipeline"
-        lines = [
-            f"model {self.model}  graph {self.graph}",
-            f"served: {self.url} ({self.server}), streaming /v1/completions;  raw: in-process "
-            f"{baseline}, same prompt ids, same GenerationConfig",
-            f"workload: prompt {w['prompt_tokens']} tokens, output {w['output_tokens']} tokens "
-            "(ignore_eos), greedy; times in ms, TTFT/TPOT/ITL as mean / median / p99",
+        names = [system.name for system in self.systems]
+        width = max(10, *(len(name) + 4 for name in names))
+        lines = [f"model {self.model}  graph {self.graph}"]
+        lines += [
+            f"  {system.name}: "
+            + (f"{system.url} ({system.how}), model {system.model!r}" if system.url else system.how)
+            for system in self.systems
+        ]
+        lines += [
+            f"workload: {w.get('mode', 'closed loop')}, prompt {w['prompt_tokens']} tokens, output "
+            f"{w['output_tokens']} tokens (ignore_eos), greedy, streamed /v1/completions; times in ms, "
+            "TTFT/TPOT/ITL as mean / median / p99",
+            f"good/s: requests per second with TTFT <= {self.slo['ttft_ms']:g} ms and TPOT <= "
+            f"{self.slo['tpot_ms']:g} ms",
             "",
-            f"{'conc':>4}  {'run':<10} {'ok/fail':>7} {'time s':>7} {'req/s':>7} {'out tok/s':>9}  "
-            f"{'TTFT mean/med/p99':>23}  {'TPOT mean/med/p99':>20}  {'ITL mean/med/p99':>20}",
+            f"{'level':>6}  {'system':<{width}} {'ok/fail':>7} {'time s':>7} {'req/s':>7} {'good/s':>7} "
+            f"{'out tok/s':>9}  {'TTFT mean/med/p99':>23}  {'TPOT mean/med/p99':>20}  {'ITL mean/med/p99':>20}",
         ]
         for level in self.levels:
-            rows = [("served", level.served)] + ([("raw", level.raw)] if level.raw else [])
-            for name, m in rows:
+            label = level.load.label
+            for name, run in level.runs.items():
+                m = run.metrics
                 lines.append(
-                    f"{level.concurrency:>4}  {name:<10} {f'{m.completed}/{m.failed}':>7} {m.duration_s:>7.2f} "
-                    f"{m.request_throughput:>7.2f} {m.output_throughput:>9.1f}  {_dist(m.ttft_ms):>23}  "
-                    f"{_dist(m.tpot_ms):>20}  {_dist(m.itl_ms):>20}"
+                    f"{label:>6}  {name:<{width}} {f'{m.completed}/{m.failed}':>7} {m.duration_s:>7.2f} "
+                    f"{m.request_throughput:>7.2f} {m.goodput:>7.2f} {m.output_throughput:>9.1f}  "
+                    f"{_dist(m.ttft_ms):>23}  {_dist(m.tpot_ms):>20}  {_dist(m.itl_ms):>20}"
                 )
-            if level.raw:
-                r = level.ratios()
-                lines.append(
-                    f"{'':>4}  {'served/raw':<10} {'':>7} {'':>7} {_x(r['request_throughput']):>7} "
-                    f"{_x(r['output_throughput']):>9}  {'med ' + _x(r['ttft_median']):>23}  "
-                    f"{'med ' + _x(r['tpot_median']):>20}  {'med ' + _x(r['itl_median']):>20}"
-                )
+                label = ""
+            for name in level.runs:
+                r = level.ratios(name)
+                if r:
+                    lines.append(
+                        f"{'':>6}  {name + '/raw':<{width}} {'':>7} {'':>7} {_x(r['request_throughput']):>7} "
+                        f"{_x(r['goodput']):>7} {_x(r['output_throughput']):>9}  {'med ' + _x(r['ttft_median']):>23}  "
+                        f"{'med ' + _x(r['tpot_median']):>20}  {'med ' + _x(r['itl_median']):>20}"
+                    )
         lines += [
             "",
-            "during each served level: the server's event-loop lag (ms) and the CPU the bench's own client used",
-            f"{'conc':>4}  {'samples':>7} {'lag p50':>7} {'lag p99':>7} {'lag max':>7}  {'client CPU':>10}",
+            "during each HTTP run: the server's event-loop lag (ms; the appliance's /stats, '-' elsewhere) "
+            "and the CPU the bench's own client used",
+            f"{'level':>6}  {'system':<{width}} {'samples':>7} {'lag p50':>7} {'lag p99':>7} {'lag max':>7}  "
+            f"{'client CPU':>10}",
         ]
         for level in self.levels:
-            lag = level.loop_lag_ms
-            lag_text = (
-                f"{lag['samples']:>7} {lag['p50']:>7.2f} {lag['p99']:>7.2f} {lag['max']:>7.2f}"
-                if lag
-                else f"{'-':>7} {'-':>7} {'-':>7} {'-':>7}"
-            )
-            lines.append(f"{level.concurrency:>4}  {lag_text}  {level.client_cpu:>9.0%}")
-        problems = [
-            f"concurrency {level.concurrency} {name}: {m.failed} failed ({'; '.join(m.errors)})"
-            for level in self.levels
-            for name, m in (("served", level.served), ("raw", level.raw))
-            if m is not None and m.failed
-        ] + [
-            f"concurrency {level.concurrency}: {level.served.prompt_token_mismatches} requests reported a prompt "
-            f"length other than {w['prompt_tokens']} tokens (the server tokenizes differently)"
-            for level in self.levels
-            if level.served.prompt_token_mismatches
-        ]
+            for name, run in level.runs.items():
+                if run.client_cpu is None:
+                    continue
+                lag = run.loop_lag_ms
+                lag_text = (
+                    f"{lag['samples']:>7} {lag['p50']:>7.2f} {lag['p99']:>7.2f} {lag['max']:>7.2f}"
+                    if lag
+                    else f"{'-':>7} {'-':>7} {'-':>7} {'-':>7}"
+                )
+                lines.append(f"{level.load.label:>6}  {name:<{width}} {lag_text}  {run.client_cpu:>9.0%}")
+        problems = self._problems()
         lines += [""] * bool(problems + self.notes) + [f"note: {text}" for text in problems + self.notes]
         return "\n".join(lines)
+
+    def _problems(self) -> list[str]:
+        w = self.workload
+        problems = []
+        for level in self.levels:
+            for name, run in level.runs.items():
+                m = run.metrics
+                if m.output_token_mismatches:
+                    problems.append(
+                        f"{level.load.label} {name}: {m.output_token_mismatches} requests generated a number of "
+                        f"tokens other than {w['output_tokens']} (ignore_eos or max_tokens not honoured?): "
+                        f"counted as failed, so unlike work is not compared ({'; '.join(m.errors)})"
+                    )
+                if m.failed > m.output_token_mismatches:
+                    problems.append(f"{level.load.label} {name}: {m.failed} failed ({'; '.join(m.errors)})")
+                if name != RAW and m.prompt_token_mismatches:
+                    problems.append(
+                        f"{level.load.label} {name}: {m.prompt_token_mismatches} requests reported a prompt length "
+                        f"other than {w['prompt_tokens']} tokens (the server tokenizes differently, e.g. adds BOS)"
+                    )
+        return problems
 
 
 def _num(value: float) -> str:

@@ -1,21 +1,23 @@
-"""`appliance bench`: the served run over HTTP, then the raw baseline, then the report.
+"""`appliance bench`: the appliance over HTTP, then each peer, then the raw baseline, then the report.
 
-The raw baseline runs only after the server has stopped: two pipelines computing at once on a
-small CPU would slow each other and make both numbers wrong. Both runs get the same prompts (as
-token ids for the raw pipeline), the same lengths, and one warm-up round that is not measured
-(a fresh pipeline's first steps include one-off allocations).
+Systems run one after the other, never at once: two servers computing together on a small CPU
+would slow each other and make every number wrong. A server the bench starts (the appliance, a
+peer's command) is up only for its own turn. All systems get the same prompts (as token ids for
+the raw pipeline), the same lengths, the same arrival schedule in an open loop, and one warm-up
+round that is not measured (a fresh pipeline's first steps include one-off allocations).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -23,9 +25,10 @@ from appliance import __version__
 from appliance.graphfiles import Graph, load_graph
 from appliance.tools.bench.client import loop_lag, run_level
 from appliance.tools.bench.local_server import LocalServer
-from appliance.tools.bench.metrics import LevelMetrics, summarize
-from appliance.tools.bench.report import Level, Report
-from appliance.tools.bench.workload import Prompt, Workload, build_prompts, default_requests, prompt_words
+from appliance.tools.bench.metrics import Slo, summarize
+from appliance.tools.bench.peers import Peer, PeerProcess, peer_ready
+from appliance.tools.bench.report import RAW, Level, Report, System, SystemRun
+from appliance.tools.bench.workload import Load, Prompt, Workload, build_prompts, default_requests, prompt_words
 
 __all__ = ["BenchOptions", "run_bench"]
 
@@ -43,13 +46,29 @@ class BenchOptions:
     model: str | None = None
     """The model name to send; None: the graph's name."""
     concurrency: tuple[int, ...] = (1, 4, 16)
+    rates: tuple[float, ...] = ()
+    """Open-loop arrival rates (requests/s), one level each; empty: closed loop at `concurrency`."""
     requests: int | None = None
-    """Requests per level; None: max(8, 4 x concurrency)."""
+    """Requests per level; None: `default_requests` of the level."""
     prompt_tokens: int = 128
     output_tokens: int = 128
     raw: bool = True
     api_key: str | None = None
     seed: int = 0
+    peers: tuple[Peer, ...] = ()
+    peer_timeout: float = 300.0
+    """Seconds a peer's command gets to answer GET /v1/models."""
+    slo: Slo = field(default_factory=Slo)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """An HTTP system for one turn: where to send, what model name, whether it is the appliance."""
+
+    url: str
+    model: str
+    api_key: str | None
+    appliance: bool
 
 
 def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = None) -> Report:
@@ -64,112 +83,189 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
             f"--output-tokens {options.output_tokens} is above the graph's max_tokens_limit "
             f"({graph.limits.max_tokens_limit})"
         )
+    for peer in options.peers:  # a wrong URL should fail now, not after the appliance's turn
+        if peer.command is None and peer.url and (why := peer_ready(peer.url)):
+            raise RuntimeError(f"peer {peer.name!r}: {peer.url}: not ready ({why})")
     from appliance.tools.bench.raw import Tokenizer  # openvino_genai: imported only when running
 
-    workload = Workload(
-        concurrency=options.concurrency,
-        prompt_tokens=options.prompt_tokens,
-        output_tokens=options.output_tokens,
-        requests=tuple(options.requests or default_requests(c) for c in options.concurrency),
-    )
+    workload = _workload(options)
     tokenizer = Tokenizer(graph.model_dir)
     words = prompt_words(tokenizer.vocab(), tokenizer.encode)
-    prompts = build_prompts(
-        max(workload.requests), workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed
+    # Each level gets prompts of its own: a level re-sending the last one's would be served from
+    # prefix caches (the appliance's, llama-server's slots) and measure the cache, not the model.
+    every = build_prompts(
+        sum(load.requests for load in workload.loads),
+        workload.prompt_tokens,
+        words=words,
+        encode=tokenizer.encode,
+        seed=options.seed,
     )
+    starts = [sum(load.requests for load in workload.loads[:index]) for index in range(len(workload.loads))]
+    prompts = [every[start : start + load.requests] for start, load in zip(starts, workload.loads)]
     warmup = build_prompts(2, workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed + 1)
     model = options.model or graph.name
+    levels = [Level(load) for load in workload.loads]
+    systems: list[System] = []
+
+    def measure(name: str, target: _Target) -> None:
+        for level, run in zip(levels, _http_runs(name, target, workload, prompts, warmup, options.slo, say)):
+            level.runs[name] = run
 
     if options.url:
-        url, server = options.url.rstrip("/"), "external"
-        served = _served(url, model, workload, prompts, warmup, options.api_key, say)
+        systems.append(System("served", options.url.rstrip("/"), "external", model))
+        measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
     else:
         say(f"starting appliance serve for {graph.source} ...")
         with LocalServer(graph) as url:
-            server = "appliance serve started by the bench"
-            served = _served(url, model, workload, prompts, warmup, None, say)
-    raw = _raw(graph, workload, prompts, warmup, say) if options.raw else [None] * len(served)
+            systems.append(System("appliance", url, "appliance serve started by the bench", model))
+            measure("appliance", _Target(url, model, None, appliance=True))
+    for peer in options.peers:
+        peer_model = peer.model or model
+        with _peer_url(peer, options.peer_timeout, say) as url:
+            how = f"started: {peer.command}" if peer.command else "external"
+            systems.append(System(peer.name, url, how, peer_model))
+            measure(peer.name, _Target(url, peer_model, None, appliance=False))
+    if options.raw:
+        kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
+        systems.append(System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig"))
+        for level, run in zip(levels, _raw(graph, workload, prompts, warmup, options.slo, say)):
+            level.runs[RAW] = run
 
     report = Report(
         model=model,
         graph=str(options.graph),
-        url=url,
-        server=server,
+        systems=systems,
         workload=workload.as_dict(),
         environment=_environment(graph),
+        slo={"ttft_ms": options.slo.ttft_ms, "tpot_ms": options.slo.tpot_ms},
+        levels=levels,
     )
-    for concurrency, (metrics, lag, client_cpu), raw_metrics in zip(workload.concurrency, served, raw):
-        report.levels.append(Level(concurrency, metrics, raw_metrics, lag, client_cpu))
-    if options.url and options.raw:
-        report.notes.append("the raw baseline ran while the external server was still up (idle)")
-    # Our server and pipeline are gone by now: whatever keeps the CPU busy is someone else's.
+    external = [name for name, how in ((s.name, s.how) for s in systems) if how == "external"]
+    if external:
+        report.notes.append(f"{', '.join(external)}: already running, so up (idle) during the other systems' turns")
+    # Our servers and pipeline are gone by now: whatever keeps the CPU busy is someone else's.
     busy_after = _cpu_busy()
     if busy_before is not None and busy_after is not None:
         report.environment["cpu_busy_by_others"] = {"before": round(busy_before, 3), "after": round(busy_after, 3)}
         if max(busy_before, busy_after) >= _BUSY:
-            # Served and raw runs take turns, so other work skews their ratio as well.
+            # Systems take turns, so other work skews their ratios as well.
             report.notes.append(
                 f"other work kept {busy_before:.0%} of the CPU busy before the run and {busy_after:.0%} "
-                "after it: every number, and the served/raw ratios, are skewed; run on an idle machine"
+                "after it: every number, and the ratios to raw, are skewed; run on an idle machine"
             )
     return report
 
 
-def _served(
-    url: str,
-    model: str,
+def _workload(options: BenchOptions) -> Workload:
+    if options.rates:
+        loads = tuple(Load(requests=options.requests or default_requests(rate=r), rate=r) for r in options.rates)
+    else:
+        loads = tuple(
+            Load(requests=options.requests or default_requests(c), concurrency=c) for c in options.concurrency
+        )
+    return Workload(loads, options.prompt_tokens, options.output_tokens, seed=options.seed)
+
+
+@contextlib.contextmanager
+def _peer_url(peer: Peer, timeout: float, say: Callable[[str], None]) -> Iterator[str]:
+    """The peer's URL for its turn: as given, or its command's, started and stopped around the turn."""
+    if peer.command is None:
+        assert peer.url is not None
+        yield peer.url.rstrip("/")
+        return
+    process = PeerProcess(peer, ready_timeout=timeout)
+    say(f"{peer.name}: starting `{process.command}` ...")
+    with process as url:
+        yield url.rstrip("/")
+    say(f"{peer.name}: stopped (exit code {process.process.returncode if process.process else None})")
+
+
+def _http_runs(
+    name: str,
+    target: _Target,
     workload: Workload,
-    prompts: list[Prompt],
+    prompts: list[list[Prompt]],
     warmup: list[Prompt],
-    api_key: str | None,
+    slo: Slo,
     say: Callable[[str], None],
-) -> list[tuple[LevelMetrics, dict[str, float] | None, float]]:
-    """Per level: the metrics, the server's loop lag, and the CPU (cores) this client used."""
-    say(f"served: warming up {url} ...")
+) -> list[SystemRun]:
+    """Every level (`prompts`: each level's) against one HTTP system: metrics, the appliance's loop lag, the client's CPU."""
+    say(f"{name}: warming up {target.url} ...")
     results, _ = asyncio.run(
-        run_level(url, model, warmup, concurrency=len(warmup), output_tokens=_WARMUP_OUTPUT_TOKENS, api_key=api_key)
+        run_level(
+            target.url,
+            target.model,
+            warmup,
+            concurrency=len(warmup),
+            output_tokens=_WARMUP_OUTPUT_TOKENS,
+            api_key=target.api_key,
+        )  # fmt: skip
     )
-    if not any(result.ok for result in results):
-        # Nothing will work (wrong URL or model, a server refusing ignore_eos...): say why now.
-        raise RuntimeError(f"{url}: the warm-up requests failed: {results[0].error}")
-    levels = []
-    for concurrency, count in zip(workload.concurrency, workload.requests):
+    if not any(result.ok or result.output_tokens for result in results):
+        # Nothing will work (wrong URL or model, a server refusing ignore_eos...): say why now. A
+        # server that answers with other token counts is measured: the report says what it did.
+        raise RuntimeError(f"{name}: {target.url}: the warm-up requests failed: {results[0].error}")
+    runs = []
+    for load, level_prompts in zip(workload.loads, prompts):
         since, cpu_before = time.time(), time.process_time()
         results, duration = asyncio.run(
             run_level(
-                url,
-                model,
-                prompts[:count],
-                concurrency=concurrency,
+                target.url,
+                target.model,
+                level_prompts,
+                concurrency=load.concurrency,
                 output_tokens=workload.output_tokens,
-                api_key=api_key,
-            )  # fmt: skip
+                arrivals=workload.arrivals(load),
+                api_key=target.api_key,
+            )
         )
         client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0
-        metrics = summarize(results, concurrency=concurrency, duration_s=duration, prompt_tokens=workload.prompt_tokens)
-        levels.append((metrics, loop_lag(url, since, api_key=api_key), client_cpu))
-        say(f"served: concurrency {concurrency}: {count} requests in {duration:.2f} s ({metrics.failed} failed)")
-    return levels
+        metrics = summarize(
+            results,
+            concurrency=load.concurrency,
+            duration_s=duration,
+            prompt_tokens=workload.prompt_tokens,
+            output_tokens=workload.output_tokens,
+            slo=slo,
+        )
+        lag = loop_lag(target.url, since, api_key=target.api_key) if target.appliance else None
+        runs.append(SystemRun(metrics, lag, client_cpu))
+        say(f"{name}: {load.label}: {load.requests} requests in {duration:.2f} s ({metrics.failed} failed)")
+    return runs
 
 
 def _raw(
-    graph: Graph, workload: Workload, prompts: list[Prompt], warmup: list[Prompt], say: Callable[[str], None]
-) -> list[LevelMetrics]:
+    graph: Graph,
+    workload: Workload,
+    prompts: list[list[Prompt]],
+    warmup: list[Prompt],
+    slo: Slo,
+    say: Callable[[str], None],
+) -> list[SystemRun]:
     from appliance.tools.bench.raw import raw_pipeline
 
     say(f"raw: loading {graph.model_dir} on {graph.device} ({graph.pipeline_kind}) ...")
     pipeline = raw_pipeline(graph)
     pipeline.run_level(warmup, concurrency=len(warmup), output_tokens=_WARMUP_OUTPUT_TOKENS)
-    levels = []
-    for concurrency, count in zip(workload.concurrency, workload.requests):
+    runs = []
+    for load, level_prompts in zip(workload.loads, prompts):
         results, duration = pipeline.run_level(
-            prompts[:count], concurrency=concurrency, output_tokens=workload.output_tokens
+            level_prompts,
+            concurrency=load.concurrency,
+            output_tokens=workload.output_tokens,
+            arrivals=workload.arrivals(load),
         )
-        levels.append(
-            summarize(results, concurrency=concurrency, duration_s=duration, prompt_tokens=workload.prompt_tokens)
+        metrics = summarize(
+            results,
+            concurrency=load.concurrency,
+            duration_s=duration,
+            prompt_tokens=workload.prompt_tokens,
+            output_tokens=workload.output_tokens,
+            slo=slo,
         )
-        say(f"raw: concurrency {concurrency}: {count} requests in {duration:.2f} s")
-    return levels
+        runs.append(SystemRun(metrics))
+        say(f"raw: {load.label}: {load.requests} requests in {duration:.2f} s")
+    return runs
 
 
 def _cpu_busy(seconds: float = 1.0) -> float | None:

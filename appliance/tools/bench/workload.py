@@ -1,4 +1,5 @@
-"""The benchmark workload: concurrency levels, lengths, and prompts of an exact token count.
+"""The benchmark workload: its levels (closed-loop concurrency or open-loop arrival rates), lengths,
+the arrival schedule, and prompts of an exact token count.
 
 Prompts are built from the model's own vocabulary: whole words that are single tokens with their
 leading space (" the", " value", ...). A byte-level BPE tokenizer splits text at spaces before
@@ -9,42 +10,95 @@ prefix cache cannot turn the benchmark into a cache benchmark.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Prompt", "Workload", "build_prompts", "default_requests", "prompt_words"]
+__all__ = ["Load", "Prompt", "Workload", "arrival_times", "build_prompts", "default_requests", "prompt_words"]
 
 _WORD = re.compile(r"^ [A-Za-z]{2,12}$")
 MIN_WORDS = 16
 
 
 @dataclass(frozen=True)
-class Workload:
-    """What each concurrency level runs: greedy decoding, `ignore_eos`, fixed lengths."""
+class Load:
+    """One level of the benchmark: a closed loop of `concurrency` clients (a new request as soon as
+    one ends), or an open loop where requests arrive at `rate` per second whatever happens to them."""
 
-    concurrency: tuple[int, ...]
+    requests: int
+    concurrency: int | None = None
+    rate: float | None = None
+    """Requests per second, Poisson arrivals (open loop); None: closed loop."""
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def label(self) -> str:
+        """`c=4` or `2.5/s`, for tables and progress lines."""
+        return f"{self.rate:g}/s" if self.rate is not None else f"c={self.concurrency}"
+
+    @property
+    def x(self) -> float:
+        """Where the level sits on a plot's axis: its rate or its concurrency."""
+        return self.rate if self.rate is not None else float(self.concurrency or 1)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"requests": self.requests, "concurrency": self.concurrency, "rate": self.rate}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What each level runs: greedy decoding, `ignore_eos`, fixed lengths; for open-loop levels, the
+    arrival schedule (the same offsets for every system measured)."""
+
+    loads: tuple[Load, ...]
     prompt_tokens: int
     output_tokens: int
-    requests: tuple[int, ...]
-    """Requests per level, same order as `concurrency`."""
+    seed: int = 0
+
+    def arrivals(self, load: Load) -> list[float] | None:
+        """The level's send offsets in seconds (open loop), or None (closed loop)."""
+        if load.rate is None:
+            return None
+        return arrival_times(load.requests, load.rate, seed=self.seed + self.loads.index(load))
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "concurrency": list(self.concurrency),
-            "requests": list(self.requests),
+            "mode": "open loop (Poisson arrivals)" if any(load.open_loop for load in self.loads) else "closed loop",
+            "levels": [load.as_dict() for load in self.loads],
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
+            "seed": self.seed,
             "sampling": "greedy",
             "ignore_eos": True,
             "stream": True,
         }
 
 
-def default_requests(concurrency: int) -> int:
-    """Four rounds of the level's concurrency, and never fewer than 8 requests."""
-    return max(8, 4 * concurrency)
+def arrival_times(count: int, rate: float, *, seed: int = 0) -> list[float]:
+    """Send offsets (seconds from the start) of `count` requests arriving as a Poisson process of
+    `rate` per second: exponential gaps from a seeded generator, the first request at 0, so the
+    schedule is the same on every run and for every system."""
+    if rate <= 0:
+        raise ValueError(f"arrival rate {rate}: must be positive")
+    rng = random.Random(seed)
+    offsets, now = [], 0.0
+    for _ in range(count):
+        offsets.append(now)
+        now += rng.expovariate(rate)
+    return offsets
+
+
+def default_requests(concurrency: int | None = None, rate: float | None = None) -> int:
+    """Closed loop: four rounds of the level's concurrency, never fewer than 8 requests. Open loop:
+    ten seconds of arrivals, never fewer than 16."""
+    if rate is not None:
+        return max(16, math.ceil(10 * rate))
+    return max(8, 4 * (concurrency or 1))
 
 
 @dataclass(frozen=True)
