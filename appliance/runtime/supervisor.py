@@ -61,9 +61,10 @@ class NotifyingServer(uvicorn.Server):
             log.info("stopping: no new connections; in-flight requests may finish")
         super().handle_exit(sig, frame)
         # uvicorn re-raises captured signals once it has shut down, so the process would die by
-        # SIGTERM; a drained, orderly stop should exit 0 instead.
+        # SIGTERM, or print a KeyboardInterrupt traceback after Ctrl+C; a drained, orderly stop
+        # should exit 0 instead.
         captured = getattr(self, "_captured_signals", None)
-        if isinstance(captured, list) and sig == signal.SIGTERM and sig in captured:
+        if isinstance(captured, list) and sig in (signal.SIGTERM, signal.SIGINT) and sig in captured:
             captured.remove(sig)
 
     async def on_tick(self, counter: int) -> bool:

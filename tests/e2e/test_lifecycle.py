@@ -174,3 +174,10 @@ def test_a_port_in_use_is_one_line_and_exit_3_before_any_engine(demo_root, tmp_p
     # No "serving ..." line, no uvicorn start, no engine (its load line, or a traceback when it dies).
     assert run.stdout == ""
     assert time.monotonic() - started < 30
+
+
+def test_ctrl_c_drains_and_exits_0_without_a_traceback(own_server) -> None:
+    server = own_server()
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(60) == 0
+    assert "Traceback" not in server.log() and "KeyboardInterrupt" not in server.log()
