@@ -146,6 +146,10 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
         time.sleep(4)
         sigterm_at = time.monotonic()
         box1.process.send_signal(signal.SIGTERM)
+        # Out of HAProxy on its /health 503, while it still accepts requests.
+        wait_for_state(stats_socket, "box1", "DOWN", timeout=float(DELAY[1]))
+        down_at = time.monotonic()
+        assert box1.process.poll() is None
         assert box1.process.wait(30) == 0
         drained_at = time.monotonic()
         restarted = dataclasses.replace(
@@ -174,12 +178,13 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
         "after box1 back": Counter(o.box for o in outcomes if o.started >= back_at),
     }
     drained = [o for o in outcomes if o.box == "box1" and o.started < sigterm_at < o.ended]
-    late = [o for o in outcomes if o.box == "box1" and sigterm_at <= o.started < back_at]
+    late = [o for o in outcomes if o.box == "box1" and sigterm_at <= o.started < drained_at]
     print(
         f"\n{len(outcomes)} streamed requests through HAProxy, {len(failed)} failed; per box: "
         f"{dict(sorted(spread.items()))}; by phase: { ({k: dict(sorted(v.items())) for k, v in phases.items()}) }; "
-        f"box1: {len(drained)} streams in flight at SIGTERM and {len(late)} sent during its "
-        f"{DELAY[1]} s shutdown delay all finished, it exited {drained_at - sigterm_at:.1f} s after SIGTERM "
+        f"box1: {len(drained)} streams in flight at SIGTERM and {len(late)} sent to it after SIGTERM (during its "
+        f"{DELAY[1]} s shutdown delay) all finished; HAProxy took it out {down_at - sigterm_at:.1f} s after SIGTERM, "
+        f"it exited after {drained_at - sigterm_at:.1f} s "
         f"and was back in HAProxy after {back_at - sigterm_at:.1f} s"
     )
     assert not failed, failed[:5]
@@ -188,7 +193,7 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
     assert drained, "no stream was in flight on box1 when it got SIGTERM"
     assert phases["after box1 back"]["box1"] > 0, "box1 got no requests after its restart"
     # HAProxy saw /health at 503 and stopped sending before the listener closed.
-    assert all(o.started < delay_ends for o in late)
+    assert all(o.started < delay_ends for o in late), [o.started - sigterm_at for o in late]
     # The appliances' own access logs agree with the balancer's X-Appliance-Box header.
     assert logged_chat_requests(box1) + logged_chat_requests(restarted) == spread["box1"]
     assert logged_chat_requests(box2) == spread["box2"]
