@@ -12,6 +12,7 @@ from appliance.tools.bench.metrics import LevelMetrics, RequestResult, Slo, dist
 from appliance.tools.bench.report import RAW, Level, Report, System, SystemRun, ratio
 from appliance.tools.bench.workload import (
     Load,
+    Prompt,
     Workload,
     arrival_times,
     build_prompts,
@@ -242,3 +243,62 @@ def test_served_graph_copy_points_at_the_same_model(tmp_path: Path) -> None:
     text = _absolute_paths(graph)
     assert f'model_path = "{(tmp_path / "models" / "m").resolve()}"' in text
     assert text.startswith("# comment kept\n") and "max_tokens_limit = 8" in text
+
+
+class _FakeHandle:
+    """One request in `_FakePipe`: a token per step until it has `tokens`."""
+
+    def __init__(self, tokens: int) -> None:
+        self.left, self.new = tokens, 0
+
+    def can_read(self) -> bool:
+        return self.new > 0
+
+    def read(self) -> dict:
+        new, self.new = self.new, 0
+        return {0: type("Output", (), {"generated_ids": [7] * new})()}
+
+    def get_status(self):
+        import openvino_genai
+
+        status = openvino_genai.GenerationStatus
+        return status.RUNNING if self.left or self.new else status.FINISHED
+
+
+class _FakePipe:
+    """The add_request/step surface of a ContinuousBatchingPipeline; records when requests came."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens, self.handles, self.added, self.steps = tokens, [], [], 0
+
+    def add_request(self, request_id: int, input_ids: object, config: object) -> _FakeHandle:
+        import time
+
+        self.added.append(time.perf_counter())
+        self.handles.append(_FakeHandle(self.tokens))
+        return self.handles[-1]
+
+    def step(self) -> None:
+        self.steps += 1
+        for handle in self.handles:
+            if handle.left:
+                handle.left, handle.new = handle.left - 1, handle.new + 1
+
+
+def test_raw_open_loop_adds_each_request_at_its_arrival_and_times_it_from_there() -> None:
+    import time
+
+    from appliance.tools.bench.raw import RawPipeline
+
+    raw = RawPipeline.__new__(RawPipeline)  # the loop only, on a fake pipeline
+    raw.pipe, raw._eos_token_id = _FakePipe(tokens=3), 2
+    prompts = [Prompt(text="x", ids=(1, 2)) for _ in range(3)]
+    arrivals = [0.0, 0.02, 0.15]
+    started = time.perf_counter()
+    results, duration = raw.run_level(prompts, concurrency=None, output_tokens=3, arrivals=arrivals)
+    assert [(r.ok, r.output_tokens) for r in results] == [(True, 3)] * 3
+    assert all(added - started >= offset for added, offset in zip(raw.pipe.added, arrivals))
+    assert duration >= arrivals[-1]
+    # Nothing in flight between the second request's end and the third's arrival: no idle steps.
+    assert raw.pipe.steps <= 9
+    assert all(0 <= r.ttft <= r.latency for r in results)

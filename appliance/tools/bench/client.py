@@ -113,6 +113,7 @@ async def _one_request(
         "stream_options": {"include_usage": True},
     }
     started = time.perf_counter() if origin is None else origin
+    send_delay = time.perf_counter() - started
     chunk_times: list[float] = []
     usage: dict[str, int] | None = None
     done_at: float | None = None
@@ -120,7 +121,7 @@ async def _one_request(
         async with asyncio.timeout(_REQUEST_TIMEOUT_S), connection.post("/v1/completions", payload) as response:
             if response.status != 200:
                 body = (await response.read()).decode("utf-8", "replace")
-                return RequestResult(ok=False, error=f"HTTP {response.status}: {body[:200]}")
+                return RequestResult(ok=False, error=f"HTTP {response.status}: {body[:200]}", send_delay=send_delay)
             buffer = b""
             async for arrived, data in response.chunks():
                 now = arrived - started
@@ -135,19 +136,20 @@ async def _one_request(
                         continue
                     chunk = _decode.decode(payload_bytes)
                     if "error" in chunk:
-                        return RequestResult(ok=False, error=f"error event: {chunk['error']}")
+                        return RequestResult(ok=False, error=f"error event: {chunk['error']}", send_delay=send_delay)
                     if chunk.get("usage"):
                         usage = chunk["usage"]
                     if any(choice.get("text") for choice in chunk.get("choices") or ()):
                         chunk_times.append(now)
     except (HTTPError, TimeoutError, msgspec.DecodeError) as exc:
-        return RequestResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+        return RequestResult(ok=False, error=f"{type(exc).__name__}: {exc}", send_delay=send_delay)
     result = RequestResult(
         ok=True,
         prompt_tokens=(usage or {}).get("prompt_tokens", 0),
         output_tokens=(usage or {}).get("completion_tokens", 0),
         chunk_times=chunk_times,
         latency=time.perf_counter() - started if done_at is None else done_at,
+        send_delay=send_delay,
     )
     if done_at is None:
         result.ok, result.error = False, "the stream ended without data: [DONE]"

@@ -45,6 +45,9 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw throughput and TTFT (PNG)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw pipeline baseline")
+    parser.add_argument(
+        "--no-appliance", action="store_true", help="do not start the appliance: measure only the peers and raw"
+    )
     parser.add_argument("--seed", type=int, default=0, help="prompts and arrival schedule (default 0)")
     parser.add_argument(
         "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
@@ -93,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     workload, ValueError (exit 2) for flags out of range."""
     levels = _levels(args)
     rates = _rates(args)
+    if args.no_appliance and args.url:
+        raise ValueError("--no-appliance and --url: the server at --url is the appliance's turn")
     from appliance.tools.bench.metrics import Slo
     from appliance.tools.bench.peers import parse_peers
     from appliance.tools.bench.plot import write_plot
@@ -110,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens,
         raw=not args.no_raw,
+        appliance=not args.no_appliance,
         api_key=args.api_key,
         seed=args.seed,
         peers=tuple(peers),

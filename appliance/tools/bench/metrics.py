@@ -33,6 +33,8 @@ class RequestResult:
     latency: float = 0.0
     """Until the response ended (`[DONE]`, or the pipeline finished the request)."""
     error: str = ""
+    send_delay: float = 0.0
+    """Open loop: how long after its scheduled arrival the bench's client sent it (counted in its times)."""
 
     @property
     def ttft(self) -> float | None:
@@ -121,6 +123,8 @@ class LevelMetrics:
     """The first few distinct failure messages."""
     output_token_mismatches: int = 0
     """Failed requests that did end, but with a token count other than the one asked for."""
+    max_send_delay_ms: float = 0.0
+    """Open loop: the latest the bench's client sent a request after its scheduled arrival."""
     goodput: float = 0.0
     """Requests per second that succeeded within the `Slo`."""
     slo_met: int = 0
@@ -169,6 +173,7 @@ def summarize(
         output_token_mismatches=sum(
             1 for r in failed if output_tokens is not None and r.output_tokens and r.output_tokens != output_tokens
         ),
+        max_send_delay_ms=round(max((r.send_delay for r in results), default=0.0) * 1000.0, 3),
         goodput=slo_met * per_second,
         slo_met=slo_met,
     )

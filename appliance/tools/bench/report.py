@@ -15,6 +15,7 @@ from appliance.tools.bench.workload import Load
 __all__ = ["RAW", "Level", "Report", "System", "SystemRun", "ratio"]
 
 RAW = "raw"
+_LATE_SEND_MS = 10.0  # an open-loop send later than this after its arrival is the client's doing
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,12 @@ class Report:
                     )
                 if m.failed > m.output_token_mismatches:
                     problems.append(f"{level.load.label} {name}: {m.failed} failed ({'; '.join(m.errors)})")
+                if name != RAW and m.max_send_delay_ms > _LATE_SEND_MS:
+                    problems.append(
+                        f"{level.load.label} {name}: the bench's client sent requests up to "
+                        f"{m.max_send_delay_ms:.0f} ms after their scheduled arrival (counted in their times): "
+                        "it was short of CPU"
+                    )
                 if name != RAW and m.prompt_token_mismatches:
                     problems.append(
                         f"{level.load.label} {name}: {m.prompt_token_mismatches} requests reported a prompt length "

@@ -53,6 +53,8 @@ class BenchOptions:
     prompt_tokens: int = 128
     output_tokens: int = 128
     raw: bool = True
+    appliance: bool = True
+    """False: no appliance (and no `url`): only the peers and the raw pipeline."""
     api_key: str | None = None
     seed: int = 0
     peers: tuple[Peer, ...] = ()
@@ -83,6 +85,8 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
             f"--output-tokens {options.output_tokens} is above the graph's max_tokens_limit "
             f"({graph.limits.max_tokens_limit})"
         )
+    if not (options.url or options.appliance or options.peers or options.raw):
+        raise ValueError("nothing to measure: no appliance, no peer and no raw pipeline")
     for peer in options.peers:  # a wrong URL should fail now, not after the appliance's turn
         if peer.command is None and peer.url and (why := peer_ready(peer.url)):
             raise RuntimeError(f"peer {peer.name!r}: {peer.url}: not ready ({why})")
@@ -114,7 +118,7 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     if options.url:
         systems.append(System("served", options.url.rstrip("/"), "external", model))
         measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
-    else:
+    elif options.appliance:
         say(f"starting appliance serve for {graph.source} ...")
         with LocalServer(graph) as url:
             systems.append(System("appliance", url, "appliance serve started by the bench", model))
