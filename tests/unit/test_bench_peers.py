@@ -55,7 +55,9 @@ def test_parse_peers_refuses_bad_flags(kwargs: dict, message: str) -> None:
 
 
 def test_peer_command_starts_answers_and_stops() -> None:
-    process = PeerProcess(Peer("fake", command=FAKE_COMMAND), ready_timeout=30)
+    # Run by a shell: an environment assignment before the program works, as for llama-server's
+    # LD_LIBRARY_PATH.
+    process = PeerProcess(Peer("fake", command=f"BENCH_FAKE=1 {FAKE_COMMAND}"), ready_timeout=30)
     assert "{port}" not in process.command and process.url is not None
     with process as url:
         assert url == process.url

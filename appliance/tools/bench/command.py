@@ -48,7 +48,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--no-appliance", action="store_true", help="do not start the appliance: measure only the peers and raw"
     )
-    parser.add_argument("--seed", type=int, default=0, help="prompts and arrival schedule (default 0)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="prompts and arrival schedule (default 0)")
     parser.add_argument(
         "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
     )
