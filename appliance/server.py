@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import socket
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
 from appliance.service.lmi import LmiOptions
-from appliance.settings import Settings
+from appliance.settings import Settings, exposure_warning, key_file
 
 __all__ = ["CannotListen", "load_api_keys", "serve"]
 
@@ -52,6 +51,7 @@ def serve(settings: Settings) -> int:
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
+    admin_keys = load_api_keys(settings.admin_key_file, credential="admin-keys", kind="admin key")
     # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
@@ -102,6 +102,7 @@ def serve(settings: Settings) -> int:
         app,
         metrics=metrics,
         api_keys=api_keys,
+        admin_keys=admin_keys,
         open_paths=open_paths,
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_allowed_origins,
@@ -123,6 +124,8 @@ def serve(settings: Settings) -> int:
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier(), models=registry, shutdown_delay=settings.shutdown_delay_seconds)
+    if warning := exposure_warning(settings, has_api_keys=bool(api_keys)):
+        log.warning("%s", warning)
     if not graphs:
         log.warning(
             "%s holds no graph files: serving no models until graph files are added and reloaded", settings.graphs
@@ -172,19 +175,16 @@ def _with_cache_dir(graph: Graph, cache_dir: str) -> Graph:
     return msgspec.structs.replace(graph, plugin_config={**graph.plugin_config, "CACHE_DIR": cache_dir})
 
 
-def load_api_keys(path: str) -> list[str]:
-    """Keys from `path`, or from systemd's credential `api-keys` when no path is set."""
-    if not path:
-        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-        candidate = Path(credentials) / "api-keys" if credentials else None
-        if candidate is None or not candidate.is_file():
-            return []
-        path = str(candidate)
+def load_api_keys(path: str, *, credential: str = "api-keys", kind: str = "API key") -> list[str]:
+    """Keys from `path`, or from systemd's credential `credential` when no path is set."""
+    found = key_file(path, credential)
+    if found is None:
+        return []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(found).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read API key file: {exc.strerror}") from exc
+        raise ConfigError(f"{found}: cannot read {kind} file: {exc.strerror}") from exc
     keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not keys:
-        raise ConfigError(f"{path}: the API key file holds no keys")
+        raise ConfigError(f"{found}: the {kind} file holds no keys")
     return keys

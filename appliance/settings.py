@@ -7,6 +7,7 @@ the file are errors naming the file and the key. See docs/commands.md ("Settings
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -18,7 +19,16 @@ import msgspec
 
 from appliance.errors import ConfigError, validation_path
 
-__all__ = ["DEFAULT_CONFIG", "ENV_PREFIX", "Settings", "comma_list", "load_settings", "resolve_settings"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ENV_PREFIX",
+    "Settings",
+    "comma_list",
+    "exposure_warning",
+    "key_file",
+    "load_settings",
+    "resolve_settings",
+]
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
 ENV_PREFIX = "APPLIANCE_"
@@ -96,6 +106,15 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "FILE",
         ),
     ] = ""
+    admin_key_file: Annotated[
+        str,
+        _about(
+            "admin keys (one per line): /admin/* routes then need 'Authorization: Bearer <admin key>' from any "
+            "client, and API keys no longer open them; default: $CREDENTIALS_DIRECTORY/admin-keys when systemd "
+            "provides it, else no admin keys and /admin/* answers loopback clients only",
+            "FILE",
+        ),
+    ] = ""
     model_cache_dir: Annotated[
         str,
         _about(
@@ -169,6 +188,35 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     disable_playground: Annotated[
         bool, _about("do not serve the chat playground page at /playground (nor redirect / to it)")
     ] = False
+
+
+def key_file(configured: str, credential: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key file a setting names, else systemd's credential `credential` when it exists, else None."""
+    if configured:
+        return configured
+    directory = (os.environ if environ is None else environ).get("CREDENTIALS_DIRECTORY")
+    candidate = Path(directory) / credential if directory else None
+    return str(candidate) if candidate is not None and candidate.is_file() else None
+
+
+def exposure_warning(settings: Settings, *, has_api_keys: bool) -> str | None:
+    """The start-up warning for a server any client on the network can use, or None."""
+    if has_api_keys or _loopback_host(settings.host):
+        return None
+    return (
+        f"listening on {settings.host}:{settings.port} WITHOUT API KEYS: anyone who can reach this port can "
+        "generate on every model, read /stats and /metrics; set api_key_file (or the systemd credential "
+        "api-keys), or listen on 127.0.0.1 behind a proxy (docs/operations.md, Security)"
+    )
+
+
+def _loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -59,11 +59,13 @@ fi
 
 install -D -m 0644 "$src/systemd/appliance.service" "$root/etc/systemd/system/appliance.service"
 # API keys as a systemd credential (readable only by the service), when the operator made the file.
-dropin="$root/etc/systemd/system/appliance.service.d/api-keys.conf"
-if [ -f "$etc/api-keys" ]; then
-  install -D -m 0644 /dev/null "$dropin"
-  printf '[Service]\nLoadCredential=api-keys:/etc/appliance/api-keys\n' > "$dropin"
-fi
+for credential in api-keys admin-keys; do
+  dropin="$root/etc/systemd/system/appliance.service.d/$credential.conf"
+  if [ -f "$etc/$credential" ]; then
+    install -D -m 0644 /dev/null "$dropin"
+    printf '[Service]\nLoadCredential=%s:/etc/appliance/%s\n' "$credential" "$credential" > "$dropin"
+  fi
+done
 
 if [ -z "$root" ]; then
   systemctl daemon-reload

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import ipaddress
 import json
 import logging
 import time
@@ -41,6 +42,33 @@ class RequestRecord:
     streams: Sequence[Any] = field(default_factory=tuple)
 
 
+ADMIN_PREFIX = "/admin/"
+
+# status, message, type, code, extra headers: the arguments of `_error` after `send`.
+_Refusal = tuple[int, str, str, str, list[tuple[bytes, bytes]]]
+_BEARER = [(b"www-authenticate", b'Bearer realm="appliance"')]
+_API_KEY_NEEDED: _Refusal = (
+    401,
+    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
+    "authentication_error",
+    "invalid_api_key",
+    _BEARER,
+)
+_ADMIN_KEY_NEEDED: _Refusal = (
+    401,
+    "Admin routes need an admin key (admin_key_file), sent as 'Authorization: Bearer <key>'; an API key is not one.",
+    "authentication_error",
+    "invalid_admin_key",
+    _BEARER,
+)
+_LOOPBACK_ONLY: _Refusal = (
+    403,
+    "Admin routes answer clients on this machine only; set admin_key_file to call them from elsewhere.",
+    "permission_error",
+    "admin_loopback_only",
+    [],
+)
+
 current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
 
 
@@ -53,6 +81,7 @@ class Gate:
         *,
         metrics: Metrics | None = None,
         api_keys: Sequence[str] = (),
+        admin_keys: Sequence[str] = (),
         open_paths: Sequence[str] = ("/health", "/health/live"),
         allowed_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
@@ -63,6 +92,7 @@ class Gate:
         self.metrics = metrics
         self._route_label = route_labels or RouteLabels()
         self._keys = [key.encode() for key in api_keys]
+        self._admin_keys = [key.encode() for key in admin_keys]
         self._open_paths = frozenset(open_paths)
         self._hosts = [host.lower() for host in allowed_hosts]
         self._origins = frozenset(origin.rstrip("/") for origin in cors_origins)
@@ -112,15 +142,8 @@ class Gate:
                 )
             elif scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
                 await _preflight(send_wrapper, allowed=cors is not None)
-            elif self._keys and scope["path"] not in self._open_paths and not self._authorized(scope):
-                await _error(
-                    send_wrapper,
-                    401,
-                    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
-                    "authentication_error",
-                    "invalid_api_key",
-                    [(b"www-authenticate", b'Bearer realm="appliance"')],
-                )
+            elif refusal := self._access_refusal(scope):
+                await _error(send_wrapper, *refusal)
             elif scope["method"] not in SAFE_METHODS and (refusal := self._forgery_refusal(headers)):
                 await _error(send_wrapper, *refusal)
             else:
@@ -128,6 +151,22 @@ class Gate:
         finally:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
+
+    def _access_refusal(self, scope: Scope) -> _Refusal | None:
+        """Why the client may not call this route (API key, admin key, loopback), or None.
+
+        /admin/* changes what is served: with admin keys it needs one (an API key is not enough,
+        whatever the client's address); without, only a loopback client may call it (with an API
+        key too when keys are set), so a LAN client holding an API key cannot reload the models."""
+        path = scope["path"]
+        if path.startswith(ADMIN_PREFIX):
+            if self._admin_keys:
+                return None if self._authorized(scope, self._admin_keys) else _ADMIN_KEY_NEEDED
+            if not _loopback_client(scope):
+                return _LOOPBACK_ONLY
+        if self._keys and path not in self._open_paths and not self._authorized(scope, self._keys):
+            return _API_KEY_NEEDED
+        return None
 
     def _forgery_refusal(self, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
         """Why a state-changing request may come from a page in a browser (see `csrf`), or None."""
@@ -161,7 +200,7 @@ class Gate:
                 return True
         return False
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _authorized(self, scope: Scope, keys: list[bytes]) -> bool:
         header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         scheme, _, credential = header.partition(b" ")
         # The scheme is case-insensitive (RFC 7235); the key itself is compared exactly, in
@@ -169,7 +208,7 @@ class Gate:
         if scheme.lower() != b"bearer" or not credential:
             return False
         matched = False
-        for key in self._keys:
+        for key in keys:
             matched |= hmac.compare_digest(credential.strip(), key)
         return matched
 
@@ -201,6 +240,17 @@ class Gate:
         if record.user:
             line["user"] = record.user
         access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+
+
+def _loopback_client(scope: Scope) -> bool:
+    client = scope.get("client")
+    try:
+        address = ipaddress.ip_address(client[0]) if client else None
+    except ValueError:
+        return False  # not an IP address (a test client, a Unix socket)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address is not None and address.is_loopback
 
 
 async def _error(

@@ -3,7 +3,8 @@
 It takes `serve`'s arguments, so `appliance config --port 9000` answers "what would `appliance
 serve --port 9000` do here?". The output is TOML (a settings file to start from), each line
 commented with its source: `default`, `file PATH`, `environment APPLIANCE_NAME`, `flag --name`
-or `argument GRAPHS`.
+or `argument GRAPHS`; then, as a `# WARNING:` comment, the warning `serve` would print when it
+listens beyond loopback without API keys.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from typing import Any
 
 from appliance.commands.serve import add_settings_arguments, resolved_settings
+from appliance.settings import exposure_warning, key_file
 
 __all__ = ["register", "run", "toml_value"]
 
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(line) for line, _ in lines)
     for line, source in lines:
         print(f"{line:<{width}}  # {source}")
+    if warning := exposure_warning(settings, has_api_keys=key_file(settings.api_key_file, "api-keys") is not None):
+        print(f"# WARNING: {warning}")
     return 0
 
 

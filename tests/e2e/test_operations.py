@@ -182,3 +182,26 @@ def test_json_logs_are_one_object_per_line(demo_root, tmp_path) -> None:
     reload = next(line for line in lines if line["logger"] == "appliance.reload")
     assert reload["event"] == "reload" and reload["unchanged"] == [MODEL]
     assert "SECRET-PROMPT-TEXT" not in server.log()
+
+
+def test_admin_keys_and_the_open_network_warning(demo_root, tmp_path) -> None:
+    (tmp_path / "api-keys").write_text("api-key\n")
+    (tmp_path / "admin-keys").write_text("# operators only\nadmin-key\n")
+    keyed = start_server(demo_root / "graphs", tmp_path / "keyed.log", "--api-key-file", str(tmp_path / "api-keys"),
+                         "--admin-key-file", str(tmp_path / "admin-keys"), "--host", "0.0.0.0")  # fmt: skip
+    try:
+
+        def reload(key: str) -> httpx.Response:
+            return httpx.post(f"{keyed.url}/admin/reload", headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+        assert reload("api-key").status_code == 401 and reload("api-key").json()["error"]["code"] == "invalid_admin_key"
+        assert reload("admin-key").status_code == 200
+        assert httpx.get(f"{keyed.url}/v1/models", headers={"Authorization": "Bearer admin-key"}).status_code == 401
+    finally:
+        stop_server(keyed)
+    assert "WITHOUT API KEYS" not in keyed.log()
+    # Every interface, no key: one loud warning before serving.
+    open_server = start_server(demo_root / "graphs", tmp_path / "open.log", "--host", "0.0.0.0")
+    stop_server(open_server)
+    warnings = [line for line in open_server.log().splitlines() if "WITHOUT API KEYS" in line]
+    assert len(warnings) == 1 and " WARNING appliance.server: listening on 0.0.0.0:" in warnings[0]

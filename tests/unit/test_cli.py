@@ -198,7 +198,7 @@ def test_config_prints_the_settings_and_where_each_came_from(
     out = capsys.readouterr().out
     assert tomllib.loads(out) == {**msgspec.structs.asdict(Settings()), "graphs": "one.toml", "port": 7000,
         "host": "0.0.0.0", "drain_seconds": 5.0, "allowed_hosts": ["a"], **_lists()}  # fmt: skip
-    source = {line.split(" = ")[0]: line.split("  # ")[1] for line in out.splitlines()}
+    source = {line.split(" = ")[0]: line.split("  # ")[1] for line in out.splitlines() if not line.startswith("#")}
     assert source["graphs"] == "argument GRAPHS" and source["drain_seconds"] == "flag --drain-seconds"
     assert source["host"] == "environment APPLIANCE_HOST" and source["port"] == f"file {config}"
     assert source["max_body_size"] == "default"
@@ -222,3 +222,24 @@ def test_an_appliance_variable_naming_no_setting_stops_start_up(
         assert main([command, "--config", str(config)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("appliance: environment: APPLIANCE_PROT (did you mean APPLIANCE_PORT?): no such setting")
+
+
+def test_config_shows_the_warning_for_an_open_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tomllib
+
+    config = _clean_environment(monkeypatch, tmp_path)
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    assert main(["config", "--config", str(config), "--host", "0.0.0.0"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("# WARNING: listening on 0.0.0.0:8000 WITHOUT API KEYS")
+    assert tomllib.loads(out)["host"] == "0.0.0.0"  # still a settings file
+    (tmp_path / "keys").write_text("k\n")
+    for argv in (["--host", "127.0.0.1"], ["--host", "0.0.0.0", "--api-key-file", str(tmp_path / "keys")]):
+        assert main(["config", "--config", str(config), *argv]) == 0
+        assert "WARNING" not in capsys.readouterr().out
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    (tmp_path / "api-keys").write_text("k\n")
+    assert main(["config", "--config", str(config), "--host", "0.0.0.0"]) == 0
+    assert "WARNING" not in capsys.readouterr().out

@@ -76,6 +76,7 @@ def test_install_script_wires_api_keys_as_a_credential(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "etc/appliance").mkdir(parents=True)
     (root / "etc/appliance/api-keys").write_text("secret\n")
+    (root / "etc/appliance/admin-keys").write_text("operator\n")
     result = subprocess.run(
         ["bash", str(REPO / "systemd" / "install.sh"), "--no-start"],
         capture_output=True,
@@ -86,6 +87,8 @@ def test_install_script_wires_api_keys_as_a_credential(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     dropin = (root / "etc/systemd/system/appliance.service.d/api-keys.conf").read_text()
     assert dropin == "[Service]\nLoadCredential=api-keys:/etc/appliance/api-keys\n"
+    admin = (root / "etc/systemd/system/appliance.service.d/admin-keys.conf").read_text()
+    assert admin == "[Service]\nLoadCredential=admin-keys:/etc/appliance/admin-keys\n"
 
 
 def test_open_file_limit_leaves_room_for_every_connection() -> None:
