@@ -90,10 +90,15 @@ def invocation_engine(models: ModelRegistry, options: LmiOptions, named: str | N
     if options.invocations_model:
         return models.get(options.invocations_model)
     names = models.names()
+    if not names:
+        raise InvalidRequest(
+            "This server serves no models yet: add a graph file and reload.", code="invocations_model_not_set"
+        )
     if len(names) != 1:
         raise InvalidRequest(
-            f"This server serves {len(names)} models ({', '.join(names)}): set invocations_model in the "
-            "server settings to choose the one /invocations uses, or call /predictions/{model}.",
+            f"This server serves {len(names)} models ({', '.join(names)}): choose the one /invocations uses "
+            "with `appliance serve --invocations-model NAME` (settings key invocations_model, or "
+            "APPLIANCE_INVOCATIONS_MODEL), or call /predictions/{model}.",
             code="invocations_model_not_set",
         )
     return models.get(names[0])
