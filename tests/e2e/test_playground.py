@@ -331,3 +331,43 @@ def test_an_api_key_is_asked_for_and_sent(browser: Any, keyed_server: RunningSer
         page.wait_for_function("() => document.querySelector('#model').options.length === 1")
     finally:
         context.close()
+
+
+MARKDOWN_CASES = [
+    ("# Title\n\nSome *soft* and **strong** `code`.", "<h3>Title</h3><p>Some <em>soft</em> and <strong>strong</strong> <code>code</code>.</p>"),
+    ("- one\n- two\n\n3. three\n4. four", '<ul><li>one</li><li>two</li></ul><ol start="3"><li>three</li><li>four</li></ol>'),
+    ("> quoted <b>", "<blockquote><p>quoted &lt;b&gt;</p></blockquote>"),
+    ("line one\nline two\n\n---", "<p>line one<br>line two</p><hr>"),
+    ("[site](https://example.com/a?b=1) [bad](javascript:alert(1)) [data](data:text/html,x)",
+     '<p><a href="https://example.com/a?b=1" rel="noopener noreferrer nofollow" target="_blank">site</a>'
+     " [bad](javascript:alert(1)) [data](data:text/html,x)</p>"),
+    ("![pic](https://example.com/p.png)", '<p>!<a href="https://example.com/p.png" rel="noopener noreferrer nofollow" target="_blank">pic</a></p>'),
+    ("<img src=x onerror=alert(1)>", "<p>&lt;img src=x onerror=alert(1)&gt;</p>"),
+]  # fmt: skip
+
+
+def test_the_markdown_renderer_builds_elements_and_text_only(tab: Tab) -> None:
+    rendered = tab.page.evaluate(
+        """async (cases) => {
+            const { renderMarkdown } = await import("/playground/markdown.js");
+            return cases.map((source) => {
+                const holder = document.createElement("div");
+                holder.append(renderMarkdown(source));
+                return holder.innerHTML;
+            });
+        }""",
+        [source for source, _ in MARKDOWN_CASES],
+    )
+    assert rendered == [html for _, html in MARKDOWN_CASES]
+
+
+def test_an_unclosed_code_fence_is_code_while_the_answer_streams(tab: Tab) -> None:
+    code = tab.page.evaluate(
+        """async () => {
+            const { renderMarkdown } = await import("/playground/markdown.js");
+            const holder = document.createElement("div");
+            holder.append(renderMarkdown("Here:\\n```js\\nconst a = '<b>';\\nconst b"));
+            return [holder.querySelector(".code-bar span").textContent, holder.querySelector("pre code").textContent];
+        }"""
+    )
+    assert code == ["js", "const a = '<b>';\nconst b"]
