@@ -104,6 +104,17 @@ def client_loop(url: str, stop: threading.Event, outcomes: list[Outcome]) -> Non
             outcomes.append(Outcome(box, started, time.monotonic(), error))
 
 
+def sticky_boxes(url: str, session: str, requests: int = 4) -> list[str]:
+    """The box that answered each of `requests` short chat completions sent with `X-Session-Id`."""
+    body = {**BODY, "stream": False, "max_tokens": 2}
+    boxes = []
+    for _ in range(requests):
+        response = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"X-Session-Id": session}, timeout=30)
+        assert response.status_code == 200, response.text
+        boxes.append(response.headers["x-appliance-box"])
+    return boxes
+
+
 def logged_chat_requests(server: RunningServer) -> int:
     """Chat completions in the appliance's access log (one JSON line per request)."""
     return sum(
@@ -141,6 +152,7 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
             time.sleep(0.05)
         wait_for_state(stats_socket, "box1", "UP")
         wait_for_state(stats_socket, "box2", "UP")
+        sessions = {session: sticky_boxes(f"http://127.0.0.1:{listen_port}", session) for session in ("s1", "s2", "s3")}
         for worker in workers:
             worker.start()
         time.sleep(4)
@@ -185,7 +197,7 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
         f"box1: {len(drained)} streams in flight at SIGTERM and {len(late)} sent to it after SIGTERM (during its "
         f"{DELAY[1]} s shutdown delay) all finished; HAProxy took it out {down_at - sigterm_at:.1f} s after SIGTERM, "
         f"it exited after {drained_at - sigterm_at:.1f} s "
-        f"and was back in HAProxy after {back_at - sigterm_at:.1f} s"
+        f"and was back in HAProxy after {back_at - sigterm_at:.1f} s; X-Session-Id: {sessions}"
     )
     assert not failed, failed[:5]
     assert spread["box1"] > 0 and spread["box2"] > 0
@@ -194,9 +206,12 @@ def test_rolling_restart_behind_haproxy_loses_no_request(demo_root: Path, tmp_pa
     assert phases["after box1 back"]["box1"] > 0, "box1 got no requests after its restart"
     # HAProxy saw /health at 503 and stopped sending before the listener closed.
     assert all(o.started < delay_ends for o in late), [o.started - sigterm_at for o in late]
+    # X-Session-Id affinity: each session's requests all went to one box.
+    assert all(len(set(boxes)) == 1 for boxes in sessions.values()), sessions
     # The appliances' own access logs agree with the balancer's X-Appliance-Box header.
-    assert logged_chat_requests(box1) + logged_chat_requests(restarted) == spread["box1"]
-    assert logged_chat_requests(box2) == spread["box2"]
+    by_session = Counter(box for boxes in sessions.values() for box in boxes)
+    assert logged_chat_requests(box1) + logged_chat_requests(restarted) == spread["box1"] + by_session["box1"]
+    assert logged_chat_requests(box2) == spread["box2"] + by_session["box2"]
 
 
 def test_shutdown_delay_keeps_serving_with_health_503(demo_root: Path, tmp_path: Path) -> None:
