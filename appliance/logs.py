@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, Literal
 
-__all__ = ["JsonFormatter", "LogFormat", "configure_logging", "fields_of"]
+__all__ = ["JsonFormatter", "LogFormat", "configure_logging", "current_logging", "fields_of"]
 
 LogFormat = Literal["text", "json"]
 
@@ -69,3 +69,10 @@ def configure_logging(level: str = "info", log_format: LogFormat = "text") -> No
     logging.captureWarnings(True)
     # httpx logs every request at INFO (bench and soak send thousands).
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def current_logging() -> tuple[str, LogFormat]:
+    """The level and format this process logs with, for a child process to log alike (engines)."""
+    root = logging.getLogger()
+    json_lines = any(isinstance(handler.formatter, JsonFormatter) for handler in root.handlers)
+    return logging.getLevelName(root.getEffectiveLevel()).lower(), "json" if json_lines else "text"

@@ -54,6 +54,7 @@ from appliance.errors import (
     RequestTimedOut,
 )
 from appliance.graphfiles import Graph
+from appliance.logs import current_logging
 from appliance.metrics import Metrics
 
 __all__ = ["EngineClient", "RequestStream", "Reservation"]
@@ -253,7 +254,10 @@ class EngineClient:
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(
-            target=engine_process.main, args=(self.graph, child_conn), name=f"engine-{self.name}", daemon=True
+            target=engine_process.main,
+            args=(self.graph, child_conn, current_logging()),
+            name=f"engine-{self.name}",
+            daemon=True,
         )
         process.start()
         child_conn.close()

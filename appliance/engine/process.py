@@ -11,6 +11,7 @@ one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time i
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -23,12 +24,17 @@ from appliance.engine.batching import BatchingEngine
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
 from appliance.engine.stateful import StatefulEngine
 from appliance.graphfiles import Graph
+from appliance.logs import LogFormat, configure_logging
 
 __all__ = ["main"]
 
+log = logging.getLogger("appliance.engine")
 
-def main(graph: Graph, conn: Connection) -> None:
-    """Entry point of the engine process (multiprocessing spawn target)."""
+
+def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = ("info", "text")) -> None:
+    """Entry point of the engine process (multiprocessing spawn target); it logs as the server
+    does (`logging_setup`: level and format), so `log_format = "json"` covers its lines too."""
+    configure_logging(*logging_setup)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Ctrl+C reaches the whole process group: the server decides when its engines stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -52,7 +58,13 @@ def main(graph: Graph, conn: Connection) -> None:
     )
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
-    engine.run(conn, inbox)
+    try:
+        engine.run(conn, inbox)
+    except Exception:
+        # Logged (one JSON object with log_format = "json"), rather than multiprocessing's bare
+        # traceback on stderr; the server sees the exit code and restarts the engine.
+        log.exception("engine %s: stopped by an error", graph.name)
+        raise SystemExit(1) from None
 
 
 def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:

@@ -41,3 +41,12 @@ def test_text_stays_the_default(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging()
     logging.getLogger("appliance.access").info('{"event":"request"}', extra={"fields": {"event": "request"}})
     assert capsys.readouterr().out.rstrip().endswith(' INFO appliance.access: {"event":"request"}')
+
+
+def test_engines_are_told_how_the_server_logs() -> None:
+    from appliance.logs import current_logging
+
+    configure_logging("warning", "json")
+    assert current_logging() == ("warning", "json")
+    configure_logging("debug")
+    assert current_logging() == ("debug", "text")
