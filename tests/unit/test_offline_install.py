@@ -39,3 +39,20 @@ def test_demo_without_an_environment_says_why_instead_of_exit_127(tmp_path: Path
 def test_bundle_usage() -> None:
     assert run(str(REPO / "scripts" / "bundle.sh")).returncode == 2
     assert run(str(REPO / "scripts" / "bundle.sh"), "out", "--torch").returncode == 2
+
+
+def test_demo_installs_every_graph_it_built_with_absolute_model_paths(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    fake = root / "opt/appliance/.venv/bin/appliance"
+    fake.parent.mkdir(parents=True)
+    # Stands in for `appliance demo STATE`: two graphs, model paths relative to the graph directory.
+    fake.write_text(
+        '#!/bin/sh\nmkdir -p "$2/graphs"\n'
+        'for n in demo-chat demo-smol; do printf \'name = "%s"\\nmodel_path = "../models/%s"\\n\' $n $n > "$2/graphs/$n.toml"; done\n'
+    )
+    fake.chmod(0o755)
+    result = run(str(INSTALL), "--demo", "--no-start", env={"DESTDIR": str(root), "SKIP_SETUP": "1"})
+    assert result.returncode == 0, result.stderr
+    for name in ("demo-chat", "demo-smol"):
+        text = (root / f"etc/appliance/graphs/{name}.toml").read_text()
+        assert f'model_path = "/var/lib/appliance/models/{name}"' in text
