@@ -159,7 +159,6 @@ def test_a_port_in_use_is_one_line_and_exit_3_before_any_engine(demo_root, tmp_p
     port = taken.getsockname()[1]
     (tmp_path / "none.toml").write_text("")
     env = {name: value for name, value in os.environ.items() if not name.startswith("APPLIANCE_")}
-    started = time.monotonic()
     with taken:
         run = subprocess.run(
             [sys.executable, "-m", "appliance", "serve", str(demo_root / "graphs" / "demo-chat.toml"),
@@ -173,7 +172,6 @@ def test_a_port_in_use_is_one_line_and_exit_3_before_any_engine(demo_root, tmp_p
     )
     # No "serving ..." line, no uvicorn start, no engine (its load line, or a traceback when it dies).
     assert run.stdout == ""
-    assert time.monotonic() - started < 30
 
 
 def test_ctrl_c_drains_and_exits_0_without_a_traceback(own_server) -> None:
