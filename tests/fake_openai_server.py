@@ -4,7 +4,9 @@
 
 `GET /v1/models` answers 200; `POST /v1/completions` streams `max_tokens` one-word chunks (a few ms
 apart), then a usage chunk (`prompt_tokens` counted as space-separated words) and `data: [DONE]`,
-as the bench asks. `--tokens-off-by N` generates N more tokens than asked (a peer ignoring
+as the bench asks. `POST /v1/chat/completions` streams the same words as `delta.content`, its
+`prompt_tokens` the words of all the messages (so a conversation's history shows in the count).
+`--tokens-off-by N` generates N more tokens than asked (a peer ignoring
 `max_tokens`); `--fail-start` exits with code 3 before listening.
 """
 
@@ -38,18 +40,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path != "/v1/completions" or not request.get("stream"):
+        chat = self.path == "/v1/chat/completions"
+        if self.path not in ("/v1/completions", "/v1/chat/completions") or not request.get("stream"):
             self.send_error(400)
             return
+        if chat:
+            prompt = " ".join(message["content"] for message in request["messages"])
+        else:
+            prompt = request["prompt"]
         tokens = int(request["max_tokens"]) + self.tokens_off_by
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        kind = "chat.completion.chunk" if chat else "text_completion"
         for index in range(tokens):
-            self._event({"object": "text_completion", "choices": [{"index": 0, "text": f" w{index}"}]})
+            choice = {"index": 0, "delta": {"content": f" w{index}"}} if chat else {"index": 0, "text": f" w{index}"}
+            self._event({"object": kind, "choices": [choice]})
             time.sleep(0.002)
-        usage = {"prompt_tokens": len(request["prompt"].split()), "completion_tokens": tokens}
-        self._event({"object": "text_completion", "choices": [], "usage": usage})
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}
+        self._event({"object": kind, "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
 
     def _event(self, data: object) -> None:

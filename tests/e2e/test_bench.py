@@ -103,3 +103,36 @@ def test_bench_open_loop_with_peers(demo_root: Path, server: RunningServer, tmp_
         for name in ("appliance", "second", "fake"):
             assert math.isfinite(level["over_raw"][name]["output_throughput"])
     assert plot_path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_multi_turn_with_prefix_caching_on_and_off(smol_root: Path, tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "appliance", "bench", "--graph", str(smol_root / "graphs" / "demo-smol.toml"),
+            "--multi-turn", "3", "--concurrency", "1", "--requests", "2", "--prompt-tokens", "32",
+            "--output-tokens", "16", "--json", str(report_path),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "prefix-cache/no-prefix-cache: last turn TTFT" in result.stdout
+    assert "no raw baseline" in result.stdout
+    report = json.loads(report_path.read_text())
+    assert list(report["systems"]) == ["prefix-cache", "no-prefix-cache"]
+    assert "enable_prefix_caching = false" in report["systems"]["no-prefix-cache"]["how"]
+    assert report["workload"]["turns"] == 3
+    (level,) = report["levels"]
+    for name, run in level["systems"].items():
+        assert (run["completed"], run["failed"]) == (6, 0), (name, run)
+        turns = run["turns"]
+        assert [(turn["turn"], turn["completed"], turn["failed"]) for turn in turns] == [
+            (1, 2, 0),
+            (2, 2, 0),
+            (3, 2, 0),
+        ]
+        # Each turn carries the one before it, its answer (16 tokens, re-tokenized) and a new 32-word message.
+        prompts = [turn["prompt_tokens"] for turn in turns]
+        assert prompts[0] >= 32 and all(later >= earlier + 32 for earlier, later in zip(prompts, prompts[1:])), prompts
+        assert all(turn["ttft_ms"]["median"] > 0 for turn in turns)
+    assert set(level["prefix_cache_over_none"]) == {"last_turn_ttft_mean", "last_turn_ttft_median"}

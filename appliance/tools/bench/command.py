@@ -40,6 +40,15 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         metavar="N",
         help="requests per level (default max(8, 4 x concurrency); open loop max(16, 10 x rate))",
     )
+    parser.add_argument(
+        "--multi-turn",
+        type=int,
+        default=1,
+        metavar="N",
+        help="chat conversations of N turns over /v1/chat/completions, each turn sending the history "
+        "so far: TTFT per turn, and the appliance with prefix caching on against off (closed loop; "
+        "--requests counts conversations; no raw baseline)",
+    )
     parser.add_argument("--prompt-tokens", type=int, default=128, metavar="N", help="default 128")
     parser.add_argument("--output-tokens", type=int, default=128, metavar="N", help="default 128")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
@@ -96,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     workload, ValueError (exit 2) for flags out of range."""
     levels = _levels(args)
     rates = _rates(args)
+    _check_multi_turn(args)
     if args.no_appliance and args.url:
         raise ValueError("--no-appliance and --url: the server at --url is the appliance's turn")
     from appliance.tools.bench.metrics import Slo
@@ -121,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         peers=tuple(peers),
         peer_timeout=args.peer_timeout,
         slo=Slo(ttft_ms=args.goodput_ttft, tpot_ms=args.goodput_tpot),
+        turns=args.multi_turn,
     )
     try:
         report = run_bench(options)
@@ -144,6 +155,18 @@ def _levels(args: argparse.Namespace) -> tuple[int, ...]:
     if not levels or min(levels) < 1 or min(args.prompt_tokens, args.output_tokens, args.requests or 1) < 1:
         raise ValueError("--concurrency, --requests and the token counts must be positive")
     return levels
+
+
+def _check_multi_turn(args: argparse.Namespace) -> None:
+    """--multi-turn's range and the flags it cannot go with (ValueError names them)."""
+    if args.multi_turn < 1:
+        raise ValueError(f"--multi-turn {args.multi_turn}: a conversation needs at least one turn")
+    if args.multi_turn == 1:
+        return
+    if args.rate:
+        raise ValueError("--multi-turn runs a closed loop of conversations: use --concurrency, not --rate")
+    if args.plot:
+        raise ValueError("--multi-turn has no plot: its TTFT per turn is in the table and --json")
 
 
 def _rates(args: argparse.Namespace) -> tuple[float, ...]:

@@ -2,7 +2,8 @@
 
 The server gets a private graphs directory holding a copy of the graph file (paths made absolute,
 so the copy points at the same model) and an empty settings file, so neither the machine's
-/etc/appliance settings nor APPLIANCE_* variables change what is measured.
+/etc/appliance settings nor APPLIANCE_* variables change what is measured. The copy may switch
+the scheduler's prefix caching on or off (`prefix_caching`), for the multi-turn comparison.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from types import TracebackType
 from appliance.graphfiles import Graph
 from appliance.tools.launch import ServerProcess
 
-__all__ = ["LocalServer"]
+__all__ = ["LocalServer", "with_prefix_caching"]
 
 _READY_TIMEOUT_S = 900.0  # a large model can take minutes to compile
 
 
 class LocalServer:
-    """`with LocalServer(graph) as url:` serves the graph at `url` and stops it (SIGTERM) on exit."""
+    """`with LocalServer(graph) as url:` serves the graph at `url` and stops it (SIGTERM) on exit;
+    `prefix_caching` True or False overrides the graph's `[scheduler] enable_prefix_caching`."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, *, prefix_caching: bool | None = None) -> None:
         self.graph = graph
+        self.prefix_caching = prefix_caching
         self._tmp = tempfile.TemporaryDirectory(prefix="appliance-bench-")
         self._server: ServerProcess | None = None
         self.log_path = Path(self._tmp.name) / "server.log"
@@ -37,7 +40,10 @@ class LocalServer:
         graphs = root / "graphs"
         graphs.mkdir()
         source = Path(self.graph.source)
-        (graphs / source.name).write_text(_absolute_paths(source), encoding="utf-8")
+        text = _absolute_paths(source)
+        if self.prefix_caching is not None:
+            text = with_prefix_caching(text, self.prefix_caching, source)
+        (graphs / source.name).write_text(text, encoding="utf-8")
         settings = root / "settings.toml"
         settings.write_text("", encoding="utf-8")
         env = {key: value for key, value in os.environ.items() if not key.startswith("APPLIANCE_")}
@@ -75,4 +81,26 @@ def _absolute_paths(source: Path) -> str:
                 count=1,
                 flags=re.MULTILINE,
             )
+    return text
+
+
+def with_prefix_caching(text: str, enabled: bool, source: Path) -> str:
+    """A graph file's text with `[scheduler] enable_prefix_caching` set to `enabled` (the line
+    replaced, added to the table, or the table added); ValueError naming `source` if the result
+    does not read back as asked (e.g. the scheduler written as an inline table)."""
+    line = f"enable_prefix_caching = {'true' if enabled else 'false'}"
+    header = re.search(r"^\[scheduler\][ \t]*(#.*)?$", text, flags=re.MULTILINE)
+    if header is None:
+        text = f"{text.rstrip()}\n\n[scheduler]\n{line}\n"
+    else:
+        following = re.search(r"^\[", text[header.end() :], flags=re.MULTILINE)
+        end = header.end() + following.start() if following else len(text)
+        body, found = re.subn(r"^enable_prefix_caching\s*=.*$", line, text[header.end() : end], count=1, flags=re.M)
+        text = text[: header.end()] + (body if found else f"\n{line}{body}") + text[end:]
+    try:
+        scheduler = tomllib.loads(text).get("scheduler")
+    except tomllib.TOMLDecodeError:
+        scheduler = None
+    if not isinstance(scheduler, dict) or scheduler.get("enable_prefix_caching") is not enabled:
+        raise ValueError(f"{source}: could not set `[scheduler] enable_prefix_caching` in a copy of the graph file")
     return text

@@ -7,6 +7,8 @@
 - Throughputs divide totals over the successful requests by the level's wall-clock duration.
 - Goodput (DistServe's term, as vLLM's benchmark reports it): successful requests per second whose
   TTFT and TPOT both meet their targets (`Slo`).
+- Multi-turn conversations: TTFT and the prompt length the server counted, per turn number
+  (`summarize_turns`), so the last turn, which carries the whole history, can be compared.
 
 The same code summarizes the HTTP run and the raw-pipeline run, so their ratios compare like with like.
 """
@@ -17,7 +19,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Distribution", "LevelMetrics", "RequestResult", "Slo", "distribution", "percentile", "summarize"]
+__all__ = [
+    "Distribution",
+    "LevelMetrics",
+    "RequestResult",
+    "Slo",
+    "TurnMetrics",
+    "distribution",
+    "percentile",
+    "summarize",
+    "summarize_turns",
+]
 
 
 @dataclass
@@ -35,6 +47,8 @@ class RequestResult:
     error: str = ""
     send_delay: float = 0.0
     """Open loop: how long after its scheduled arrival the bench's client sent it (counted in its times)."""
+    text: str = ""
+    """The output text (a multi-turn conversation sends it back as the assistant's message)."""
 
     @property
     def ttft(self) -> float | None:
@@ -143,12 +157,13 @@ def summarize(
     *,
     concurrency: int | None,
     duration_s: float,
-    prompt_tokens: int,
+    prompt_tokens: int | None,
     output_tokens: int | None = None,
     slo: Slo | None = None,
 ) -> LevelMetrics:
     """Aggregate one level's request results; failed requests count only in `failed` and `errors`.
-    `concurrency` is None for an open-loop level; `slo` None: the default targets."""
+    `concurrency` is None for an open-loop level; `prompt_tokens` None: prompts of no fixed length
+    (multi-turn), so no mismatches are counted; `slo` None: the default targets."""
     good = [result for result in results if result.ok]
     failed = [result for result in results if not result.ok]
     output = sum(result.output_tokens for result in good)
@@ -168,7 +183,7 @@ def summarize(
         tpot_ms=distribution([r.tpot for r in good if r.tpot is not None]),
         itl_ms=distribution([gap for r in good for gap in r.itl]),
         e2el_ms=distribution([r.latency for r in good]),
-        prompt_token_mismatches=sum(1 for r in good if r.prompt_tokens != prompt_tokens),
+        prompt_token_mismatches=sum(1 for r in good if prompt_tokens is not None and r.prompt_tokens != prompt_tokens),
         errors=tuple(dict.fromkeys(r.error for r in failed))[:5],
         output_token_mismatches=sum(
             1 for r in failed if output_tokens is not None and r.output_tokens and r.output_tokens != output_tokens
@@ -177,3 +192,46 @@ def summarize(
         goodput=slo_met * per_second,
         slo_met=slo_met,
     )
+
+
+@dataclass(frozen=True)
+class TurnMetrics:
+    """One turn number of a multi-turn level: the request of that turn in every conversation."""
+
+    turn: int
+    """1 for the first user message."""
+    completed: int
+    failed: int
+    ttft_ms: Distribution
+    e2el_ms: Distribution
+    prompt_tokens: float
+    """Mean prompt length the server reported (usage.prompt_tokens) for the successful requests; NaN: none."""
+    errors: tuple[str, ...]
+    """The first few distinct failure messages."""
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["ttft_ms"], data["e2el_ms"] = self.ttft_ms.as_dict(), self.e2el_ms.as_dict()
+        data["prompt_tokens"] = None if math.isnan(self.prompt_tokens) else round(self.prompt_tokens, 1)
+        data["errors"] = list(self.errors)
+        return data
+
+
+def summarize_turns(conversations: Sequence[Sequence[RequestResult]]) -> tuple[TurnMetrics, ...]:
+    """Per turn number, the requests of that turn over all `conversations` (each a result per turn)."""
+    turns = []
+    for index in range(max((len(conversation) for conversation in conversations), default=0)):
+        results = [conversation[index] for conversation in conversations if len(conversation) > index]
+        good = [result for result in results if result.ok]
+        turns.append(
+            TurnMetrics(
+                turn=index + 1,
+                completed=len(good),
+                failed=len(results) - len(good),
+                ttft_ms=distribution([r.ttft for r in good if r.ttft is not None]),
+                e2el_ms=distribution([r.latency for r in good]),
+                prompt_tokens=sum(r.prompt_tokens for r in good) / len(good) if good else math.nan,
+                errors=tuple(dict.fromkeys(r.error for r in results if not r.ok))[:5],
+            )
+        )
+    return tuple(turns)

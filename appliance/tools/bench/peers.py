@@ -26,7 +26,7 @@ from appliance.tools.launch import free_port
 
 __all__ = ["RESERVED_NAMES", "Peer", "PeerProcess", "parse_peers", "peer_ready"]
 
-RESERVED_NAMES = ("appliance", "served", "raw")
+RESERVED_NAMES = ("appliance", "served", "raw", "prefix-cache", "no-prefix-cache")
 READY_PATH = "/v1/models"
 
 

@@ -1,6 +1,8 @@
 """The benchmark's results: one `Level` per concurrency or arrival rate, each holding a `SystemRun`
 per system measured (the appliance, its peers, the raw pipeline), printed as a table or written as
-JSON. Every system is compared with the raw pipeline of the same run."""
+JSON. Every system is compared with the raw pipeline of the same run; in a multi-turn run (no raw
+pipeline) each system also has TTFT per turn, and the appliance with prefix caching is compared with
+the appliance without it on the last turn's TTFT."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from appliance.tools.bench.metrics import Distribution, LevelMetrics
+from appliance.tools.bench.metrics import Distribution, LevelMetrics, TurnMetrics
 from appliance.tools.bench.workload import Load
 
-__all__ = ["RAW", "Level", "Report", "System", "SystemRun", "ratio"]
+__all__ = ["NO_PREFIX_CACHE", "PREFIX_CACHE", "RAW", "Level", "Report", "System", "SystemRun", "ratio"]
 
 RAW = "raw"
+PREFIX_CACHE, NO_PREFIX_CACHE = "prefix-cache", "no-prefix-cache"
+"""The appliance with and without `[scheduler] enable_prefix_caching`, in a multi-turn run."""
 _LATE_SEND_MS = 10.0  # an open-loop send later than this after its arrival is the client's doing
 
 
@@ -43,12 +47,15 @@ class SystemRun:
     """{samples, p50, p99, max} from the appliance's /stats; None from other servers."""
     client_cpu: float | None = None
     """CPU the bench's own HTTP client used meanwhile, in cores (it shares the machine); None: raw."""
+    turns: tuple[TurnMetrics, ...] = ()
+    """Multi-turn: the requests of each turn number; empty otherwise."""
 
     def as_dict(self) -> dict[str, object]:
         return {
             **self.metrics.as_dict(),
             "event_loop_lag_ms": self.loop_lag_ms,
             "bench_client_cpu_cores": None if self.client_cpu is None else round(self.client_cpu, 3),
+            **({"turns": [turn.as_dict() for turn in self.turns]} if self.turns else {}),
         }
 
 
@@ -72,6 +79,16 @@ class Level:
             "ttft_median": ratio(this.ttft_ms.median, base.ttft_ms.median),
             "tpot_median": ratio(this.tpot_ms.median, base.tpot_ms.median),
             "itl_median": ratio(this.itl_ms.median, base.itl_ms.median),
+        }
+
+    def prefix_cache_ratios(self) -> dict[str, float | None]:
+        """Last-turn TTFT with prefix caching over without (below 1: the cache helps); {} unless both ran."""
+        on, off = self.runs.get(PREFIX_CACHE), self.runs.get(NO_PREFIX_CACHE)
+        if on is None or off is None or not on.turns or not off.turns:
+            return {}
+        return {
+            "last_turn_ttft_mean": ratio(on.turns[-1].ttft_ms.mean, off.turns[-1].ttft_ms.mean),
+            "last_turn_ttft_median": ratio(on.turns[-1].ttft_ms.median, off.turns[-1].ttft_ms.median),
         }
 
 
@@ -109,6 +126,7 @@ class Report:
                     **level.load.as_dict(),
                     "systems": {name: run.as_dict() for name, run in level.runs.items()},
                     "over_raw": {name: level.ratios(name) for name in level.runs if name != RAW and RAW in level.runs},
+                    **({"prefix_cache_over_none": r} if (r := level.prefix_cache_ratios()) else {}),
                 }
                 for level in self.levels
             ],
@@ -129,10 +147,15 @@ class Report:
             + (f"{system.url} ({system.how}), model {system.model!r}" if system.url else system.how)
             for system in self.systems
         ]
+        prompt = (
+            f"each turn a new user message of {w['prompt_tokens']} words after the history, streamed "
+            "/v1/chat/completions"
+            if w.get("turns", 1) > 1
+            else f"prompt {w['prompt_tokens']} tokens, streamed /v1/completions"
+        )
         lines += [
-            f"workload: {w.get('mode', 'closed loop')}, prompt {w['prompt_tokens']} tokens, output "
-            f"{w['output_tokens']} tokens (ignore_eos), greedy, streamed /v1/completions; times in ms, "
-            "TTFT/TPOT/ITL as mean / median / p99",
+            f"workload: {w.get('mode', 'closed loop')}, {prompt}, output {w['output_tokens']} tokens (ignore_eos), "
+            "greedy; times in ms, TTFT/TPOT/ITL as mean / median / p99",
             f"good/s: requests per second with TTFT <= {self.slo['ttft_ms']:g} ms and TPOT <= "
             f"{self.slo['tpot_ms']:g} ms",
             "",
@@ -175,9 +198,36 @@ class Report:
                     else f"{'-':>7} {'-':>7} {'-':>7} {'-':>7}"
                 )
                 lines.append(f"{level.load.label:>6}  {name:<{width}} {lag_text}  {run.client_cpu:>9.0%}")
+        lines += self._turn_lines(width)
         problems = self._problems()
         lines += [""] * bool(problems + self.notes) + [f"note: {text}" for text in problems + self.notes]
         return "\n".join(lines)
+
+    def _turn_lines(self, width: int) -> list[str]:
+        """Multi-turn: a row per level, system and turn, then prefix caching's last-turn ratio."""
+        if not any(run.turns for level in self.levels for run in level.runs.values()):
+            return []
+        lines = [
+            "",
+            "per turn: prompt tokens as the server counted them (usage, mean), TTFT mean / median / p99 (ms)",
+            f"{'level':>6}  {'system':<{width}} {'turn':>4} {'ok/fail':>7} {'prompt':>7}  {'TTFT mean/med/p99':>23}",
+        ]
+        for level in self.levels:
+            label = level.load.label
+            for name, run in level.runs.items():
+                for turn in run.turns:
+                    prompt = "-" if math.isnan(turn.prompt_tokens) else f"{turn.prompt_tokens:.0f}"
+                    lines.append(
+                        f"{label:>6}  {name if turn.turn == 1 else '':<{width}} {turn.turn:>4} "
+                        f"{f'{turn.completed}/{turn.failed}':>7} {prompt:>7}  {_dist(turn.ttft_ms):>23}"
+                    )
+                    label = ""
+            if r := level.prefix_cache_ratios():
+                lines.append(
+                    f"{'':>6}  {PREFIX_CACHE}/{NO_PREFIX_CACHE}: last turn TTFT mean {_x(r['last_turn_ttft_mean'])}, "
+                    f"median {_x(r['last_turn_ttft_median'])}"
+                )
+        return lines
 
     def _problems(self) -> list[str]:
         w = self.workload

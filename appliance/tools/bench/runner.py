@@ -5,6 +5,11 @@ would slow each other and make every number wrong. A server the bench starts (th
 peer's command) is up only for its own turn. All systems get the same prompts (as token ids for
 the raw pipeline), the same lengths, the same arrival schedule in an open loop, and one warm-up
 round that is not measured (a fresh pipeline's first steps include one-off allocations).
+
+A multi-turn run (`turns` > 1) measures what the scheduler's prefix cache buys: the bench starts
+the appliance twice, with `[scheduler] enable_prefix_caching` on and off, and drives each (and any
+peer) with the same conversations. It has no raw baseline: the pipeline in process would be handed
+token ids, not a chat history to template.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from pathlib import Path
 
 from appliance import __version__
 from appliance.graphfiles import Graph, load_graph
-from appliance.tools.bench.client import loop_lag, run_level
+from appliance.tools.bench.client import loop_lag, run_conversations, run_level
 from appliance.tools.bench.local_server import LocalServer
-from appliance.tools.bench.metrics import Slo, summarize
+from appliance.tools.bench.metrics import RequestResult, Slo, TurnMetrics, summarize, summarize_turns
 from appliance.tools.bench.peers import Peer, PeerProcess, peer_ready
-from appliance.tools.bench.report import RAW, Level, Report, System, SystemRun
+from appliance.tools.bench.report import NO_PREFIX_CACHE, PREFIX_CACHE, RAW, Level, Report, System, SystemRun
 from appliance.tools.bench.workload import Load, Prompt, Workload, build_prompts, default_requests, prompt_words
 
 __all__ = ["BenchOptions", "run_bench"]
@@ -61,6 +66,8 @@ class BenchOptions:
     peer_timeout: float = 300.0
     """Seconds a peer's command gets to answer GET /v1/models."""
     slo: Slo = field(default_factory=Slo)
+    turns: int = 1
+    """Above 1: multi-turn conversations of this many turns (closed loop, no raw baseline)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,8 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
             f"--output-tokens {options.output_tokens} is above the graph's max_tokens_limit "
             f"({graph.limits.max_tokens_limit})"
         )
-    if not (options.url or options.appliance or options.peers or options.raw):
+    raw = options.raw and options.turns == 1
+    if not (options.url or options.appliance or options.peers or raw):
         raise ValueError("nothing to measure: no appliance, no peer and no raw pipeline")
     for peer in options.peers:  # a wrong URL should fail now, not after the appliance's turn
         if peer.command is None and peer.url and (why := peer_ready(peer.url)):
@@ -97,15 +105,16 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     words = prompt_words(tokenizer.vocab(), tokenizer.encode)
     # Each level gets prompts of its own: a level re-sending the last one's would be served from
     # prefix caches (the appliance's, llama-server's slots) and measure the cache, not the model.
+    # A multi-turn level's requests are conversations, each with a user message per turn.
     every = build_prompts(
-        sum(load.requests for load in workload.loads),
+        sum(load.requests for load in workload.loads) * workload.turns,
         workload.prompt_tokens,
         words=words,
         encode=tokenizer.encode,
         seed=options.seed,
     )
-    starts = [sum(load.requests for load in workload.loads[:index]) for index in range(len(workload.loads))]
-    prompts = [every[start : start + load.requests] for start, load in zip(starts, workload.loads)]
+    sizes = [load.requests * workload.turns for load in workload.loads]
+    prompts = [every[sum(sizes[:index]) : sum(sizes[: index + 1])] for index in range(len(sizes))]
     warmup = build_prompts(2, workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed + 1)
     model = options.model or graph.name
     levels = [Level(load) for load in workload.loads]
@@ -119,17 +128,21 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
         systems.append(System("served", options.url.rstrip("/"), "external", model))
         measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
     elif options.appliance:
-        say(f"starting appliance serve for {graph.source} ...")
-        with LocalServer(graph) as url:
-            systems.append(System("appliance", url, "appliance serve started by the bench", model))
-            measure("appliance", _Target(url, model, None, appliance=True))
+        for name, caching in _appliances(graph, workload):
+            say(f"{name}: starting appliance serve for {graph.source} ...")
+            with LocalServer(graph, prefix_caching=caching) as url:
+                how = "appliance serve started by the bench" + (
+                    f", [scheduler] enable_prefix_caching = {str(caching).lower()}" if caching is not None else ""
+                )
+                systems.append(System(name, url, how, model))
+                measure(name, _Target(url, model, None, appliance=True))
     for peer in options.peers:
         peer_model = peer.model or model
         with _peer_url(peer, options.peer_timeout, say) as url:
             how = f"started: {peer.command}" if peer.command else "external"
             systems.append(System(peer.name, url, how, peer_model))
             measure(peer.name, _Target(url, peer_model, None, appliance=False))
-    if options.raw:
+    if raw:
         kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
         systems.append(System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig"))
         for level, run in zip(levels, _raw(graph, workload, prompts, warmup, options.slo, say)):
@@ -145,6 +158,10 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
         levels=levels,
     )
     external = [name for name, how in ((s.name, s.how) for s in systems) if how == "external"]
+    if workload.turns > 1 and options.raw:
+        report.notes.append("multi-turn: no raw baseline (the pipeline in process has no chat history to template)")
+    if workload.turns > 1 and graph.stateful and not options.url and options.appliance:
+        report.notes.append("a stateful graph has no scheduler: its prefix caching cannot be switched on or off")
     if external:
         report.notes.append(f"{', '.join(external)}: already running, so up (idle) during the other systems' turns")
     # Our servers and pipeline are gone by now: whatever keeps the CPU busy is someone else's.
@@ -167,7 +184,14 @@ def _workload(options: BenchOptions) -> Workload:
         loads = tuple(
             Load(requests=options.requests or default_requests(c), concurrency=c) for c in options.concurrency
         )
-    return Workload(loads, options.prompt_tokens, options.output_tokens, seed=options.seed)
+    return Workload(loads, options.prompt_tokens, options.output_tokens, seed=options.seed, turns=options.turns)
+
+
+def _appliances(graph: Graph, workload: Workload) -> tuple[tuple[str, bool | None], ...]:
+    """The appliance servers to start, by name, with the prefix caching each gets (None: the graph's)."""
+    if workload.turns > 1 and not graph.stateful:
+        return ((PREFIX_CACHE, True), (NO_PREFIX_CACHE, False))
+    return (("appliance", None),)
 
 
 @contextlib.contextmanager
@@ -195,16 +219,9 @@ def _http_runs(
 ) -> list[SystemRun]:
     """Every level (`prompts`: each level's) against one HTTP system: metrics, the appliance's loop lag, the client's CPU."""
     say(f"{name}: warming up {target.url} ...")
-    results, _ = asyncio.run(
-        run_level(
-            target.url,
-            target.model,
-            warmup,
-            concurrency=len(warmup),
-            output_tokens=_WARMUP_OUTPUT_TOKENS,
-            api_key=target.api_key,
-        )  # fmt: skip
-    )
+    chat_turns = workload.turns if workload.turns > 1 else None
+    # A multi-turn run warms up the chat endpoint, with one-turn conversations.
+    results, _, _ = _drive(target, warmup, len(warmup), _WARMUP_OUTPUT_TOKENS, None, 1 if chat_turns else None)
     if not any(result.ok or result.output_tokens for result in results):
         # Nothing will work (wrong URL or model, a server refusing ignore_eos...): say why now. A
         # server that answers with other token counts is measured: the report says what it did.
@@ -212,30 +229,48 @@ def _http_runs(
     runs = []
     for load, level_prompts in zip(workload.loads, prompts):
         since, cpu_before = time.time(), time.process_time()
-        results, duration = asyncio.run(
-            run_level(
-                target.url,
-                target.model,
-                level_prompts,
-                concurrency=load.concurrency,
-                output_tokens=workload.output_tokens,
-                arrivals=workload.arrivals(load),
-                api_key=target.api_key,
-            )
+        results, duration, turns = _drive(
+            target, level_prompts, load.concurrency, workload.output_tokens, workload.arrivals(load), chat_turns
         )
         client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0
         metrics = summarize(
             results,
             concurrency=load.concurrency,
             duration_s=duration,
-            prompt_tokens=workload.prompt_tokens,
+            prompt_tokens=None if chat_turns else workload.prompt_tokens,
             output_tokens=workload.output_tokens,
             slo=slo,
         )
         lag = loop_lag(target.url, since, api_key=target.api_key) if target.appliance else None
-        runs.append(SystemRun(metrics, lag, client_cpu))
-        say(f"{name}: {load.label}: {load.requests} requests in {duration:.2f} s ({metrics.failed} failed)")
+        runs.append(SystemRun(metrics, lag, client_cpu, turns))
+        say(f"{name}: {load.label}: {len(results)} requests in {duration:.2f} s ({metrics.failed} failed)")
     return runs
+
+
+def _drive(
+    target: _Target,
+    prompts: list[Prompt],
+    concurrency: int | None,
+    output_tokens: int,
+    arrivals: list[float] | None,
+    chat_turns: int | None,
+) -> tuple[list[RequestResult], float, tuple[TurnMetrics, ...]]:
+    """One level's requests against `target`: single completions (`chat_turns` None), or chat
+    conversations of `chat_turns` consecutive prompts each; every result, the wall time, and the
+    per-turn summary."""
+    url, model, key = target.url, target.model, target.api_key
+    if chat_turns is None:
+        sent = run_level(
+            url, model, prompts, concurrency=concurrency, output_tokens=output_tokens, arrivals=arrivals, api_key=key
+        )
+        results, duration = asyncio.run(sent)
+        return results, duration, ()
+    conversations = [prompts[start : start + chat_turns] for start in range(0, len(prompts), chat_turns)]
+    talks = run_conversations(
+        url, model, conversations, concurrency=concurrency, output_tokens=output_tokens, api_key=key
+    )
+    per_turn, duration = asyncio.run(talks)
+    return [result for conversation in per_turn for result in conversation], duration, summarize_turns(per_turn)
 
 
 def _raw(

@@ -6,6 +6,10 @@ leading space (" the", " value", ...). A byte-level BPE tokenizer splits text at
 merging, so N such words encode to exactly N tokens; every prompt is re-encoded and checked anyway,
 and the raw baseline is given those very ids. Each request gets different words, so a server's
 prefix cache cannot turn the benchmark into a cache benchmark.
+
+A multi-turn workload (`turns` > 1) is the exception that measures that cache on purpose: each
+conversation's turn k sends the k user messages of that conversation and the k - 1 answers it got
+(`chat_messages`), so only the conversation's own history can be served from the cache.
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Load", "Prompt", "Workload", "arrival_times", "build_prompts", "default_requests", "prompt_words"]
+__all__ = [
+    "Load",
+    "Prompt",
+    "Workload",
+    "arrival_times",
+    "build_prompts",
+    "chat_messages",
+    "default_requests",
+    "prompt_words",
+]
 
 _WORD = re.compile(r"^ [A-Za-z]{2,12}$")
 MIN_WORDS = 16
@@ -59,6 +72,8 @@ class Workload:
     prompt_tokens: int
     output_tokens: int
     seed: int = 0
+    turns: int = 1
+    """Above 1: each of a level's `requests` is a conversation of this many chat turns (closed loop)."""
 
     def arrivals(self, load: Load) -> list[float] | None:
         """The level's send offsets in seconds (open loop), or None (closed loop)."""
@@ -66,9 +81,16 @@ class Workload:
             return None
         return arrival_times(load.requests, load.rate, seed=self.seed + self.loads.index(load))
 
+    @property
+    def mode(self) -> str:
+        if self.turns > 1:
+            return f"closed loop of {self.turns}-turn conversations"
+        return "open loop (Poisson arrivals)" if any(load.open_loop for load in self.loads) else "closed loop"
+
     def as_dict(self) -> dict[str, object]:
         return {
-            "mode": "open loop (Poisson arrivals)" if any(load.open_loop for load in self.loads) else "closed loop",
+            "mode": self.mode,
+            "turns": self.turns,
             "levels": [load.as_dict() for load in self.loads],
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -147,3 +169,14 @@ def build_prompts(
             raise ValueError(f"could not build a prompt of exactly {length} tokens with this tokenizer")
         prompts.append(Prompt(text=text, ids=tuple(ids)))
     return prompts
+
+
+def chat_messages(users: Sequence[str], answers: Sequence[str]) -> list[dict[str, str]]:
+    """A conversation's messages for its next turn: each user message followed by the answer it
+    got, then the new user message (so one user message more than answers)."""
+    if len(users) != len(answers) + 1:
+        raise ValueError(f"{len(users)} user messages and {len(answers)} answers: expected one answer fewer")
+    messages = []
+    for user, answer in zip(users, answers):
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    return [*messages, {"role": "user", "content": users[-1]}]
