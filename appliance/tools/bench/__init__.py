@@ -7,7 +7,8 @@ loop, seeded Poisson arrivals), then each peer server (`--peer`, `--peer-command
 workload, then the identical workload on the graph's own pipeline in process
 (ContinuousBatchingPipeline, or the stateful LLMPipeline of LM graphs), and reports vLLM-style
 serving metrics and goodput for every system, their ratios to the raw pipeline, and the
-appliance's event-loop lag.
+appliance's event-loop lag. `--multi-turn N` instead drives N-turn chat conversations, each turn
+sending the history, against the appliance with prefix caching on and then off (TTFT per turn).
 
 Modules: `command` (the subcommand's flags), `runner` (the order of it all), `workload` (levels,
 the arrival schedule, prompts of an exact token count), `client` (the SSE driver, over the small
