@@ -18,6 +18,7 @@ import openvino_genai
 from appliance.engine.messages import Accepted, SamplingParams
 from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.requests import PreparedSubmit, RequestPreparer
+from appliance.engine.vocab_decoder import VocabDecoder
 from appliance.graphfiles import Graph
 
 __all__ = ["STATS_INTERVAL_S", "Engine", "accepted"]
@@ -35,7 +36,7 @@ class Engine(ABC):
         self.tokenizer = pipe.get_tokenizer()
         self.requests = RequestPreparer(graph, self.tokenizer)
         self.max_context = self.requests.max_context
-        self.detokenizer = Detokenizer(self.tokenizer)
+        self.detokenizer = Detokenizer(self.tokenizer, VocabDecoder.verified(self.tokenizer))
 
     @abstractmethod
     def run(self, conn: Connection, inbox: queue.SimpleQueue[object]) -> None:

@@ -64,6 +64,8 @@ log = logging.getLogger("appliance.engine")
 State = Literal["loading", "ready", "restarting", "failed", "stopped"]
 Status = Literal[State, "stalled"]
 _ids = itertools.count(1)
+_TIMED_OUT = object()
+"""Put in a stream's queue when its request ran out of time (limits.request_timeout_seconds)."""
 _STALL_FLOOR_S = 2.0
 """Silence shorter than this never reads as stalled: an idle engine reports every 0.5 s."""
 
@@ -78,7 +80,9 @@ class RequestStream:
         self.prompt_tokens = prompt_tokens
         self.prompt_tail = ""
         self.sequences = sequences
-        self._events: asyncio.Queue[Delta | Finished] = asyncio.Queue()
+        self._events: asyncio.Queue[Delta | Finished | object] = asyncio.Queue()
+        self._held: Delta | Finished | object | None = None
+        """An event taken from the queue while merging deltas, to be returned next."""
         self._yielded = _Completion(sequences)
         self._arrived = _Completion(sequences)
         self._tokens_by_index: dict[int, int] = {}
@@ -96,19 +100,46 @@ class RequestStream:
 
     async def _iterate(self) -> AsyncIterator[Delta | Finished]:
         timeout = self._client.graph.limits.request_timeout_seconds
-        while not self.done:
-            if not timeout:
-                event = await self._events.get()
-            else:
-                remaining = self.submitted_at + timeout - time.monotonic()
-                try:
-                    event = await asyncio.wait_for(self._events.get(), max(remaining, 0.0))
-                except TimeoutError:
+        # One timer for the whole request, not a timeout per event (asyncio.wait_for makes a task
+        # per call: most of the cost of a streamed token on the server side).
+        timer = None
+        if timeout:
+            remaining = max(self.submitted_at + timeout - time.monotonic(), 0.0)
+            timer = asyncio.get_running_loop().call_later(remaining, self._events.put_nowait, _TIMED_OUT)
+        try:
+            while not self.done:
+                event = await self._next()
+                if event is _TIMED_OUT:
                     self.cancel()
-                    raise self.timed_out() from None
-            if self._yielded.completed_by(event):
-                self.done = True
-            yield event
+                    raise self.timed_out()
+                if self._yielded.completed_by(event):
+                    self.done = True
+                yield event
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def _next(self) -> Delta | Finished | object:
+        """The next event; consecutive deltas of one sequence that are already waiting come merged.
+
+        Deltas wait here only while the consumer is behind the engine (a busy CPU, a slow
+        client): sending them as one chunk then costs one response frame instead of several, so
+        a loaded server catches up instead of falling further behind. A consumer that keeps up
+        gets every step's delta on its own, as before.
+        """
+        if self._held is not None:
+            event, self._held = self._held, None
+        elif not self._events.empty():
+            event = self._events.get_nowait()
+        else:
+            event = await self._events.get()
+        while isinstance(event, Delta) and not self._events.empty():
+            following = self._events.get_nowait()
+            if not isinstance(following, Delta) or following.index != event.index:
+                self._held = following
+                break
+            event = merge_deltas(event, following)
+        return event
 
     def timed_out(self) -> RequestTimedOut:
         timeout = self._client.graph.limits.request_timeout_seconds
@@ -122,6 +153,20 @@ class RequestStream:
         if not self.done:
             self.done = True
             self._client._cancel(self.request_id)
+
+
+def merge_deltas(first: Delta, second: Delta) -> Delta:
+    """One delta holding the text and tokens of two consecutive deltas of the same sequence."""
+    logprobs = None
+    if first.logprobs is not None or second.logprobs is not None:
+        logprobs = [*(first.logprobs or ()), *(second.logprobs or ())]
+    return Delta(
+        request_id=first.request_id,
+        text=first.text + second.text,
+        tokens=second.tokens,
+        index=first.index,
+        logprobs=logprobs,
+    )
 
 
 class _Completion:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.engine.messages import Delta, Finished, SamplingParams, TokenLogprob
+from appliance.engine.vocab_decoder import VocabDecoder
 
 __all__ = ["RequestOutputs", "TokenTexts"]
 
@@ -63,8 +64,10 @@ class Detokenizer:
     per skip_special_tokens value: each decode is an OpenVINO inference (~60 us), so one call per
     step instead of one per token and sequence (39% of the engine thread at 16 streams)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, vocab_decoder: VocabDecoder | None = None) -> None:
         self._tokenizer = tokenizer
+        self._vocab_decoder = vocab_decoder
+        """Decodes in Python where it gives the tokenizer's very text (see `vocab_decoder`)."""
         self._pending: dict[int, tuple[_Sequence, bool, bool]] = {}
 
     def mark(self, sequence: _Sequence, *, skip_special_tokens: bool, final: bool) -> None:
@@ -81,9 +84,29 @@ class Detokenizer:
             ]
             if not group:
                 continue
-            texts = self._tokenizer.decode([sequence.window for sequence, _ in group], skip_special_tokens=skip)
+            texts = self._decode([sequence.window for sequence, _ in group], skip_special_tokens=skip)
             for (sequence, final), text in zip(group, texts):
                 sequence.absorb(text, final=final)
+
+    def _decode(self, windows: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        if self._vocab_decoder is not None:
+            try:
+                return self._vocab_decoder.decode(windows, skip_special_tokens=skip_special_tokens)
+            except IndexError:  # an id past the vocabulary (a model padded beyond its tokenizer)
+                pass
+        if skip_special_tokens:
+            return self._tokenizer.decode(windows, skip_special_tokens=True)
+        # A batch pads its shorter windows with the pad token, whose text stays when special
+        # tokens are kept ("<|pad|>" after a short window, measured): decode equal lengths together.
+        texts = [""] * len(windows)
+        by_length: dict[int, list[int]] = {}
+        for position, window in enumerate(windows):
+            by_length.setdefault(len(window), []).append(position)
+        for positions in by_length.values():
+            decoded = self._tokenizer.decode([windows[p] for p in positions], skip_special_tokens=False)
+            for position, text in zip(positions, decoded):
+                texts[position] = text
+        return texts
 
 
 @dataclass

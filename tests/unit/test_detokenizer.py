@@ -6,7 +6,8 @@ from __future__ import annotations
 import openvino_genai
 
 from appliance.engine.messages import SamplingParams
-from appliance.engine.outputs import RequestOutputs, TokenTexts
+from appliance.engine.outputs import Detokenizer, RequestOutputs, TokenTexts
+from appliance.engine.vocab_decoder import VocabDecoder
 
 TEXT = "naïve café — 東京タワー 😀 emoji\nsecond line: ünïcödé ✓\n\nthird 🚀 line"
 
@@ -114,3 +115,54 @@ class _Output:
     def __init__(self, ids: list[int], finish_reason, logprob: float | None = None) -> None:
         self.generated_ids, self.finish_reason = ids, finish_reason
         self.generated_log_probs = [] if logprob is None else [logprob] * len(ids)
+
+
+def test_the_vocabulary_decoder_gives_the_tokenizers_own_text(demo_root, smol_root) -> None:
+    """Byte-level BPE vocabularies (the demo model's, SmolLM2's from its GGUF file) decode in Python
+    to exactly what OpenVINO's detokenizer gives: with and without special tokens, across UTF-8
+    characters cut between tokens, with special tokens mid-text."""
+    for model in (demo_root / "models" / "demo-chat", *(smol_root / "models" / "demo-smol").glob("*.gguf")):
+        tokenizer = openvino_genai.Tokenizer(str(model))
+        decoder = VocabDecoder.verified(tokenizer)
+        assert decoder is not None, model
+        ids = [int(i) for i in tokenizer.encode(TEXT, add_special_tokens=False).input_ids.data[0]]
+        special = [tokenizer.get_eos_token_id()]
+        windows = [ids, ids[:3], ids[1:7], special + ids[:5] + special, []]
+        for skip in (True, False):
+            one_by_one = [tokenizer.decode(window, skip_special_tokens=skip) if window else "" for window in windows]
+            assert decoder.decode(windows, skip_special_tokens=skip) == one_by_one
+            # Without the table: OpenVINO's decoder, whose batches pad short windows with a
+            # special token that must not show when special tokens are kept.
+            assert Detokenizer(tokenizer)._decode(windows, skip_special_tokens=skip) == one_by_one
+
+
+def test_a_tokenizer_whose_decoder_differs_keeps_its_own() -> None:
+    """A vocabulary whose joined bytes are not the decoder's text (SentencePiece's leading space,
+    clean-up of spaces) is refused, and an id past the vocabulary falls back to the tokenizer."""
+
+    class SentencePieceLike:
+        vocab = {b"\xe2\x96\x81Hello": 0, b"\xe2\x96\x81world": 1, b"</s>": 2}
+
+        def get_vocab(self):
+            return dict(self.vocab)
+
+        def decode(self, batch, skip_special_tokens=True):
+            words = {0: " Hello", 1: " world", 2: "" if skip_special_tokens else "</s>"}
+            return ["".join(words[token] for token in ids).lstrip() for ids in batch]
+
+    assert VocabDecoder.verified(SentencePieceLike()) is None
+
+    class Plain(SentencePieceLike):
+        vocab = {b"a": 0, b"b": 1, b"</s>": 2}
+
+        def decode(self, batch, skip_special_tokens=True):
+            words = {0: "a", 1: "b", 2: "" if skip_special_tokens else "</s>"}
+            return ["".join(words.get(token, "?") for token in ids) for ids in batch]
+
+    tokenizer = Plain()
+    decoder = VocabDecoder.verified(tokenizer)
+    assert decoder is not None
+    assert decoder.decode([[0, 2, 1]], skip_special_tokens=True) == ["ab"]
+    assert decoder.decode([[0, 2, 1]], skip_special_tokens=False) == ["a</s>b"]
+    detokenizer = Detokenizer(tokenizer, decoder)
+    assert detokenizer._decode([[0, 9]], skip_special_tokens=True) == ["a?"]

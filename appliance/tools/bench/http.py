@@ -41,14 +41,29 @@ class HTTPConnection:
         """Send `payload` as JSON; the response is read as it arrives."""
         return Response(self, path, json.dumps(payload).encode())
 
-    async def _send(self, path: str, body: bytes) -> asyncio.StreamReader:
+    async def _send(self, path: str, body: bytes) -> tuple[asyncio.StreamReader, bytes]:
+        """Send the request and read the response's head; a kept-alive connection the server
+        closed meanwhile (llama-server closes it after each streamed response without saying so)
+        is opened anew and the request sent once more, as HTTP clients do when no byte of a
+        response came back."""
+        reused = self._writer is not None and not self._writer.is_closing()
+        try:
+            return await self._exchange(path, body)
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            nothing_read = not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial
+            if not (reused and nothing_read):
+                raise
+            await self.close()
+            return await self._exchange(path, body)
+
+    async def _exchange(self, path: str, body: bytes) -> tuple[asyncio.StreamReader, bytes]:
         if self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port, limit=_LIMIT)
         head = [f"POST {self._prefix}{path} HTTP/1.1", "Content-Type: application/json", f"Content-Length: {len(body)}"]
         head += [f"{name}: {value}" for name, value in self._headers.items()]
         self._writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await self._writer.drain()
-        return self._reader
+        return self._reader, await self._reader.readuntil(b"\r\n\r\n")
 
     async def close(self) -> None:
         """Close the socket (the next request opens a new one)."""
@@ -73,8 +88,7 @@ class Response:
 
     async def __aenter__(self) -> Response:
         try:
-            self._reader = await self._connection._send(self._path, self._body)
-            block = await self._reader.readuntil(b"\r\n\r\n")
+            self._reader, block = await self._connection._send(self._path, self._body)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             await self._connection.close()
             raise HTTPError(f"no response: {exc!r}") from exc
