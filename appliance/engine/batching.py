@@ -37,6 +37,7 @@ from appliance.engine.messages import (
     Tokenize,
     encoder,
 )
+from appliance.engine.outbox import Outbox
 from appliance.engine.outputs import RequestOutputs
 from appliance.engine.pipelines import load_pipeline
 from appliance.engine.requests import reason
@@ -67,6 +68,7 @@ class BatchingEngine(Engine):
         self.stop_strings_break_pipeline = graph.pipeline_kind == "VLM_CB" or graph.assisted is not None
         """Stop strings never reach this pipeline (see the module docstring)."""
         self.active: dict[int, _Active] = {}
+        self.outbox = Outbox(graph.stream_interval_ms / 1000)
         self.steps = 0
         self.draft_tokens = 0
         self.accepted_tokens = 0
@@ -97,8 +99,9 @@ class BatchingEngine(Engine):
                     self.pipe.step()
                     if dropped_running:
                         self.pipe.step()
-            if events:
-                conn.send_bytes(encoder.encode(Batch(events=events)))
+            self.outbox.add(events)
+            if due := self.outbox.take(time.monotonic(), flush=not self.active):
+                conn.send_bytes(encoder.encode(Batch(events=due)))
             self._rebuild_if_failed()  # after the failed step's errors went out
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S or (events and not self.active):

@@ -44,6 +44,7 @@ from appliance.engine.messages import (
     decode_from_engine,
     encode_to_engine,
     encoder,
+    merge_deltas,
 )
 from appliance.errors import (
     ContextLengthExceeded,
@@ -153,20 +154,6 @@ class RequestStream:
         if not self.done:
             self.done = True
             self._client._cancel(self.request_id)
-
-
-def merge_deltas(first: Delta, second: Delta) -> Delta:
-    """One delta holding the text and tokens of two consecutive deltas of the same sequence."""
-    logprobs = None
-    if first.logprobs is not None or second.logprobs is not None:
-        logprobs = [*(first.logprobs or ()), *(second.logprobs or ())]
-    return Delta(
-        request_id=first.request_id,
-        text=first.text + second.text,
-        tokens=second.tokens,
-        index=first.index,
-        logprobs=logprobs,
-    )
 
 
 class _Completion:

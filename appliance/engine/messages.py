@@ -41,6 +41,7 @@ __all__ = [
     "decode_to_engine",
     "encode_to_engine",
     "encoder",
+    "merge_deltas",
 ]
 
 
@@ -298,3 +299,17 @@ class ToEngineDecoder:
 
 def decode_from_engine(data: bytes) -> FromEngine:
     return _from_engine.decode(data)
+
+
+def merge_deltas(first: Delta, second: Delta) -> Delta:
+    """One delta holding the text and tokens of two consecutive deltas of the same sequence."""
+    logprobs = None
+    if first.logprobs is not None or second.logprobs is not None:
+        logprobs = [*(first.logprobs or ()), *(second.logprobs or ())]
+    return Delta(
+        request_id=first.request_id,
+        text=first.text + second.text,
+        tokens=second.tokens,
+        index=first.index,
+        logprobs=logprobs,
+    )

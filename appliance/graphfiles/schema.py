@@ -186,6 +186,11 @@ class Graph(_Config, dict=True):
     """GGUF files only: which OpenVINO GenAI reader converts the file (the engine process's
     GGUF_READER). None: LEGACY, the default reader (llama, qwen2, qwen3); FRONTEND: OpenVINO's GGUF
     frontend, a preview that reads more architectures."""
+    stream_interval_ms: Annotated[float, msgspec.Meta(ge=0, le=1000)] = 5
+    """Continuous batching: a stream's tokens are sent at most this often, those generated
+    meanwhile merged into one chunk (a request's first token and its end go at once). Saves the
+    server a chunk per token when steps take under a millisecond; a model whose steps take longer
+    sends every step anyway. 0: every step's tokens at once."""
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 
