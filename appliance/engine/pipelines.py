@@ -19,7 +19,7 @@ def scheduler_config(graph: Graph) -> openvino_genai.SchedulerConfig:
     scheduler.max_num_seqs = settings.max_num_seqs
     scheduler.max_num_batched_tokens = settings.max_num_batched_tokens
     scheduler.dynamic_split_fuse = settings.dynamic_split_fuse
-    scheduler.enable_prefix_caching = settings.enable_prefix_caching
+    scheduler.enable_prefix_caching = graph.prefix_caching
     return scheduler
 
 

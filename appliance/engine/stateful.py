@@ -49,6 +49,7 @@ from appliance.engine.messages import (
     Tokenize,
     encoder,
 )
+from appliance.engine.outbox import Outbox
 from appliance.engine.outputs import RequestOutputs
 from appliance.engine.pipelines import load_stateful_pipeline
 from appliance.engine.requests import PreparedSubmit, reason
@@ -105,6 +106,8 @@ class StatefulEngine(Engine):
         self._tokens = 0
         self._send_lock = threading.Lock()
         self._conn: Connection | None = None
+        self._outbox = Outbox(graph.stream_interval_ms / 1000)
+        """The generation thread's deltas on their way out (the main thread's events go at once)."""
 
     # -- main thread: commands --------------------------------------------------------------
 
@@ -187,11 +190,11 @@ class StatefulEngine(Engine):
                     job = self._queue.popleft()
                     self._running = job
                     self._last_progress = time.monotonic()
-                events = self._generate(job)
+                self._outbox.add(self._generate(job))
                 with self._wake:
                     self._running = None
                     self._jobs.pop(job.request_id, None)
-                self._send(Batch(events=events))
+                self._send(Batch(events=self._outbox.take(time.monotonic(), flush=True)))
         except BaseException:
             # Without this thread nothing would generate again: let the server restart the engine
             # (it ends the requests in flight with an error).
@@ -246,9 +249,9 @@ class StatefulEngine(Engine):
         if job.outputs.stop_string_matched():
             job.stopped_by_string = True
             return _STATUS.STOP
-        events = job.outputs.deltas(job.request_id)
-        if events:
-            self._send(Batch(events=events))
+        self._outbox.add(job.outputs.deltas(job.request_id))
+        if due := self._outbox.take(time.monotonic()):
+            self._send(Batch(events=due))
         return _STATUS.RUNNING
 
 

@@ -24,7 +24,15 @@ def test_minimal_graph_gets_defaults(tmp_path: Path) -> None:
     graph = load_graph(write(tmp_path, 'name = "m"\nmodel_path = "model"\n'))
     assert graph.device == "CPU"
     assert graph.model_dir == (tmp_path / "model").resolve()
-    assert graph.scheduler.max_num_batched_tokens == 256
+    assert graph.scheduler.max_num_batched_tokens == 512
+    assert graph.prefix_caching  # a text model without assisted decoding
+    assert graph.stream_interval_ms == 5
+    explicit = load_graph(
+        write(tmp_path, 'name = "m"\nmodel_path = "model"\n[scheduler]\nenable_prefix_caching = false\n')
+    )
+    assert not explicit.prefix_caching
+    lookup = load_graph(write(tmp_path, 'name = "m"\nmodel_path = "model"\nprompt_lookup = true\n'))
+    assert not lookup.prefix_caching  # not measured with assisted decoding: off unless asked for
     assert graph.limits.max_tokens_limit == 4096
 
 
@@ -40,6 +48,8 @@ def test_minimal_graph_gets_defaults(tmp_path: Path) -> None:
         ('name = "m"\nmodel_path = "model"\npipeline = "XYZ"\n', "pipeline"),
         ('name = "m"\nmodel_path = "model"\n[limits]\nmax_tokens_limit = "many"\n', "limits.max_tokens_limit"),
         ('name = "m\nmodel_path = "model"\n', "not valid TOML"),
+        ('name = "m"\nmodel_path = "model"\nstream_interval_ms = -1\n', "stream_interval_ms"),
+        ('name = "m"\nmodel_path = "model"\nstream_interval_ms = 5000\n', "stream_interval_ms"),
     ],
 )
 def test_bad_graph_names_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
