@@ -94,3 +94,39 @@ def test_served_after_cancellations(openai_client: openai.OpenAI) -> None:
         model=MODEL, messages=[{"role": "user", "content": "still there?"}], max_tokens=4
     )
     assert reply.choices[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.parametrize("graph_name", ["demo-chat", "demo-smol"])
+def test_stream_interval_merges_tokens_and_keeps_the_text_exact(
+    demo_root, smol_root, tmp_path, graph_name: str
+) -> None:
+    """With `stream_interval_ms = 1000` a stream's tokens after the first come merged (a few chunks
+    for 48 tokens) and the streamed text is the non-streamed text, on the random model and on the
+    real one (SmolLM2, whose GGUF tokenizer drops invalid UTF-8 instead of replacing it)."""
+    from tests.conftest import copy_demo_graphs, start_server, stop_server
+
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    root = demo_root if graph_name == "demo-chat" else smol_root
+    copy_demo_graphs(root, graphs, [graph_name])
+    path = graphs / f"{graph_name}.toml"
+    path.write_text(path.read_text().replace('device = "CPU"\n', 'device = "CPU"\nstream_interval_ms = 1000\n', 1))
+    server = start_server(graphs, tmp_path / "server.log")
+    try:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        request = dict(
+            model=graph_name,
+            messages=[{"role": "user", "content": "Tell me about rivers and the sea."}],
+            temperature=0,
+            max_tokens=48,
+            extra_body={"ignore_eos": True},
+        )
+        whole = client.chat.completions.create(**request)
+        chunks = list(client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True}))
+    finally:
+        stop_server(server)
+    texts = [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
+    assert "".join(texts) == whole.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens == 48
+    # The first token at once, the other 47 in at most a few merged chunks (one per second).
+    assert 1 <= len(texts) <= 6
