@@ -42,6 +42,10 @@ class TokenTexts:
     def known(self, token_id: int) -> bool:
         return token_id in self._vocab
 
+    @property
+    def largest_id(self) -> int:
+        return max(self._vocab, default=-1)
+
     def entry(self, token_id: int, logprob: float) -> TokenLogprob:
         raw = self._vocab.get(token_id)
         if raw is None:

@@ -8,6 +8,7 @@ the client) never leaves anything behind in the engine.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,11 @@ class RequestPreparer:
         matches them itself, see `RequestOutputs`)."""
         request_id = submit.request_id
         prompt_param = "messages" if isinstance(submit.prompt, ChatPrompt) else "prompt"
+        unknown = self._unknown_token_ids(submit.params.stop_token_ids)
+        if unknown is not None:
+            # An id past the logits (2**31-1 with min_tokens) made the pipeline write out of
+            # bounds and crashed the engine process, losing every stream of the model.
+            return Rejected(request_id=request_id, message=unknown, code="invalid_value", param="stop_token_ids")
         input_ids = vision_request = None
         try:
             rendered = self._render(submit.prompt) if isinstance(submit.prompt, ChatPrompt) else None
@@ -169,13 +175,10 @@ class RequestPreparer:
         """The answer to a tokenize or detokenize command (nothing generates)."""
         try:
             if isinstance(command, Detokenize):
-                unknown = [token for token in command.tokens if not self.token_texts.known(token)]
-                if unknown:
+                unknown = self._unknown_token_ids(command.tokens)
+                if unknown is not None:
                     return Rejected(
-                        request_id=command.request_id,
-                        message=f"Token id {unknown[0]} is not in this model's vocabulary.",
-                        code="invalid_value",
-                        param="tokens",
+                        request_id=command.request_id, message=unknown, code="invalid_value", param="tokens"
                     )
                 return Detokenized(request_id=command.request_id, text=self.tokenizer.decode(command.tokens))
             prompt = command.prompt
@@ -196,6 +199,17 @@ class RequestPreparer:
                 code="invalid_prompt",
                 param="tokens" if isinstance(command, Detokenize) else None,
             )
+
+    def _unknown_token_ids(self, token_ids: Sequence[int]) -> str | None:
+        """Why some of a client's token ids are not this model's (None when all are): every id a
+        client sends is checked here before it reaches a pipeline."""
+        unknown = [token for token in token_ids if not self.token_texts.known(token)]
+        if not unknown:
+            return None
+        return (
+            f"Token id {unknown[0]} is not in this model's vocabulary "
+            f"(its largest id is {self.token_texts.largest_id})."
+        )
 
     def _render(self, prompt: ChatPrompt) -> RenderedChat:
         if self.control_tokens is None:
