@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from litestar import Response, get, post
@@ -14,6 +15,8 @@ from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 
 __all__ = ["routes"]
+
+_SILENT = ("degraded", "stalled")
 
 
 def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
@@ -30,7 +33,7 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
             "kv_cache_usage": engine.stats.kv_cache_usage,
             # Pipeline steps since the engine (re)started; the stateful pipeline steps once per token.
             "steps": engine.stats.steps,
-            **({"silent_seconds": round(engine.silent_seconds, 1)} if engine.status == "stalled" else {}),
+            **({"silent_seconds": round(engine.silent_seconds, 1)} if engine.status in _SILENT else {}),
             **({"speculative": _speculation(engine)} if engine.graph.assisted else {}),
             **({"error": engine.load_error} if engine.load_error else {}),
         }
@@ -51,7 +54,8 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
 @get("/health", cache=False)
 async def health(models: ModelRegistry) -> Response:
     """200 once every model is loaded and ready; 503 (with each model's state) before, and while
-    a model is restarting or "stalled" (its engine has made no progress for a while); 503
+    a model is restarting, "degraded" (its engine has made no progress for a few seconds) or
+    "stalled" (for longer: it refuses requests until it steps again or is restarted); 503
     `no_models` while the graphs directory holds no graph file (add some, then reload); 503
     `draining` from the moment the server is asked to stop."""
     if not models.names():
@@ -92,8 +96,9 @@ async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float =
 
 @get("/metrics", cache=False)
 async def metrics(metrics: Metrics) -> Response:
-    """Prometheus text exposition."""
-    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus text exposition, rendered on a worker thread: its size grows with the label
+    values in use, and the event loop serves every stream meanwhile."""
+    return Response(await asyncio.to_thread(metrics.render), media_type=CONTENT_TYPE_LATEST)
 
 
 @post("/admin/reload", status_code=200)

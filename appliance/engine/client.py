@@ -63,7 +63,7 @@ __all__ = ["EngineClient", "RequestStream", "Reservation"]
 log = logging.getLogger("appliance.engine")
 
 State = Literal["loading", "ready", "restarting", "failed", "stopped"]
-Status = Literal[State, "stalled"]
+Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
 _TIMED_OUT = object()
 """Put in a stream's queue when its request ran out of time (limits.request_timeout_seconds)."""
@@ -269,11 +269,22 @@ class EngineClient:
         return min(limit, max(limit / 2, _STALL_FLOOR_S))
 
     @property
+    def degraded_seconds(self) -> float:
+        """Silence after which the engine shows as "degraded" (`engine_degraded_seconds`, at
+        least a few stats intervals, at most `stall_seconds`)."""
+        return min(self.stall_seconds, max(self.graph.limits.engine_degraded_seconds, _STALL_FLOOR_S))
+
+    @property
     def status(self) -> Status:
-        """The state as `/health` shows it: "stalled" for a ready engine silent past
-        `stall_seconds` (the watchdog kills it at `engine_hang_seconds`)."""
-        if self.state == "ready" and self.silent_seconds > self.stall_seconds:
-            return "stalled"
+        """The state as `/health` shows it: "degraded" for a ready engine silent past
+        `degraded_seconds` (still admitting requests: a long step may end), "stalled" past
+        `stall_seconds` (refusing them; the watchdog kills it at `engine_hang_seconds`)."""
+        if self.state == "ready":
+            silent = self.silent_seconds
+            if silent > self.stall_seconds:
+                return "stalled"
+            if silent > self.degraded_seconds:
+                return "degraded"
         return self.state
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -344,7 +355,7 @@ class EngineClient:
 
     def _check_ready(self) -> None:
         status = self.status
-        if status != "ready":
+        if status not in ("ready", "degraded"):
             raise ModelNotReady(f"Model '{self.name}' is {status}; try again shortly.", retry_after=5)
 
     def _admit(self) -> None:

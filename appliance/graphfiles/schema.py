@@ -90,6 +90,11 @@ class Limits(_Config):
     """An engine that makes no progress for this long (no step finished, no token generated),
     with or without requests in flight, is hung: it is killed and restarted (its requests end with
     an error). From half this time (at least 2 s) `/health` shows it "stalled" and not ready."""
+    engine_degraded_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5
+    """An engine that makes no progress for this long (at least 2 s, at most the "stalled" time)
+    shows as "degraded" in `/health` (503, so a balancer sends new requests to other boxes) while
+    still admitting requests; it is back to "ready" with its next step. Keep it above the model's
+    longest step (a prefill of `max_num_batched_tokens` tokens)."""
     engine_max_rss_mb: NonNegativeInt = 0
     """When the engine process's resident memory passes this, a fresh engine process replaces it
     without dropping requests (OpenVINO GenAI's process grows slowly with traffic). 0: never."""

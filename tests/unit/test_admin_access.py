@@ -55,3 +55,27 @@ def test_with_admin_keys_the_admin_key_is_needed_from_anywhere() -> None:
     # The admin key is a separate credential: it does not call the API.
     assert call(gate, "/v1/models", "127.0.0.1", "admin").status_code == 401
     assert call(gate, "/v1/models", "127.0.0.1", "api").status_code == 200
+
+
+def call_path(gate: Gate, path: str, client: str, key: str) -> int:
+    """The status for a POST to exactly `path` (an HTTP client would read `//admin` as a host)."""
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"authorization", f"Bearer {key}".encode())], "client": (client, 40000)}  # fmt: skip
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(gate(scope, receive, send))
+    return sent[0]["status"]
+
+
+@pytest.mark.parametrize("path", ["//admin/reload", "/admin//reload", "/admin/reload/", "///admin/reload//"])
+def test_spellings_the_router_normalises_are_admin_routes_too(path: str) -> None:
+    gate = Gate(_ok, api_keys=["api"], admin_keys=["admin"])
+    assert call_path(gate, path, "127.0.0.1", "api") == 401
+    assert call_path(gate, path, "127.0.0.1", "admin") == 200
+    assert call_path(Gate(_ok, api_keys=["api"]), path, "192.168.1.20", "api") == 403
