@@ -28,6 +28,7 @@ from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
 from appliance.service.lmi import LmiOptions
+from appliance.service.response_store import ResponseStore
 from appliance.settings import Settings, exposure_warning, key_file
 
 __all__ = ["CannotListen", "load_api_keys", "serve"]
@@ -94,6 +95,7 @@ def serve(settings: Settings) -> int:
         media=media,
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
         serve_playground=not settings.disable_playground,
+        response_store=ResponseStore(max_responses=settings.max_stored_responses),
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     # The page (static files only) loads without a key; it asks for one and sends it with its calls.

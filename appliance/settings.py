@@ -85,6 +85,14 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             ge=1,
         ),
     ] = 1000
+    max_stored_responses: Annotated[
+        int,
+        _about(
+            "Responses API: stored responses kept at most (64 MiB of them, each for an hour); when "
+            "full, the oldest of the API key holding the largest share goes first",
+            ge=0,
+        ),
+    ] = 1024
     drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
         30.0
     )

@@ -101,7 +101,9 @@ def create_app(
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
-            "response_store": Provide(provide(response_store or ResponseStore()), sync_to_thread=False),
+            "response_store": Provide(
+                provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False
+            ),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

@@ -6,9 +6,11 @@ messages it was generated from, instructions excluded, and its own output as the
 turn), so a follow-up can send only what is new. The store lives in the server process: it is lost
 on restart, and a server behind a load balancer only knows its own responses (send the whole input
 with `store: false` there). Bounds: at most `max_responses` responses and `max_bytes` of their
-JSON, each for at most `ttl_seconds`; the oldest go first. A response is found only with the API
-key it was created with (by a hash of the key: the key itself is not kept), so one client cannot
-read or continue another's.
+JSON, each for at most `ttl_seconds`. When a bound is reached, the oldest response of the owner
+holding the largest share goes first, so one API key storing a burst of responses evicts its own,
+never those of a key within its fair share (the bounds divided by the keys storing). A response is
+found only with the API key it was created with (by a hash of the key: the key itself is not kept),
+so one client cannot read or continue another's.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class ResponseStore:
         self._clock = clock
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
         self._bytes = 0
+        self._owned: dict[str, OrderedDict[str, int]] = {}
+        """Per owner: their response ids, oldest first, with each one's size."""
 
     def __len__(self) -> int:
         self._expire()
@@ -88,9 +92,10 @@ class ResponseStore:
             expires_at=self._clock() + self.ttl_seconds,
         )
         self._bytes += size
+        self._owned.setdefault(owner, OrderedDict())[response.id] = size
         self._expire()
         while len(self._entries) > self.max_responses or self._bytes > self.max_bytes:
-            self._drop(next(iter(self._entries)))
+            self._drop(next(iter(self._owned[self._largest_owner()])))
         return True
 
     def get(self, owner: str, response_id: str) -> StoredResponse | None:
@@ -105,10 +110,23 @@ class ResponseStore:
         self._drop(response_id)
         return True
 
+    def _largest_owner(self) -> str:
+        """The owner holding the largest share of the store (of its count or of its bytes)."""
+
+        def share(owner: str) -> float:
+            owned = self._owned[owner]
+            return max(len(owned) / self.max_responses, sum(owned.values()) / self.max_bytes)
+
+        return max(self._owned, key=share)
+
     def _drop(self, response_id: str) -> None:
         entry = self._entries.pop(response_id, None)
         if entry is not None:
             self._bytes -= entry.size
+            owned = self._owned[entry.owner]
+            del owned[response_id]
+            if not owned:
+                del self._owned[entry.owner]
 
     def _expire(self) -> None:
         # Entries are in insertion order, and every entry lives equally long: the expired ones lead.

@@ -1,4 +1,4 @@
-"""Issue 28, items 6, 7 and 9, against a real server with API keys and admin keys: metric labels
+"""Issue 28, items 6, 7 and 9 and the response store, against a real server with API keys and admin keys: metric labels
 from unauthenticated requests come from a fixed set, authorisation is decided on the path the
 router matches, and /health reports a model whose engine stopped stepping for a few seconds."""
 
@@ -18,6 +18,8 @@ from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_s
 from tests.e2e.neighbour import Neighbour
 
 API_KEY = "api-key-for-tests"
+OTHER_KEY = "another-tenant's-key"
+STORED = 16
 ADMIN_KEY = "admin-key-for-tests"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -33,7 +35,7 @@ def keyed_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     graph.write_text(
         graph.read_text().replace("[limits]\n", "[limits]\nengine_degraded_seconds = 2\nengine_hang_seconds = 60\n")
     )
-    (directory / "api-keys").write_text(API_KEY + "\n")
+    (directory / "api-keys").write_text(f"{API_KEY}\n{OTHER_KEY}\n")
     (directory / "admin-keys").write_text(ADMIN_KEY + "\n")
     running = start_server(
         graphs,
@@ -42,6 +44,8 @@ def keyed_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         str(directory / "api-keys"),
         "--admin-key-file",
         str(directory / "admin-keys"),
+        "--max-stored-responses",
+        str(STORED),
     )
     yield running
     stop_server(running)
@@ -126,3 +130,28 @@ def test_an_engine_that_stops_stepping_is_degraded_before_it_is_stalled(keyed_se
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert httpx.get(f"{keyed_server.url}/health", timeout=10).json()["models"]["demo-chat"]["pid"] == pid
+
+
+def test_one_key_storing_a_burst_of_responses_evicts_only_its_own(keyed_server: RunningServer) -> None:
+    def create(key: str) -> str:
+        body = {"model": "demo-chat", "input": "hi", "max_output_tokens": 16}
+        answer = httpx.post(
+            f"{keyed_server.url}/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.json()["id"]
+
+    def kept(key: str, ids: list[str]) -> int:
+        headers = {"Authorization": f"Bearer {key}"}
+        return sum(
+            httpx.get(f"{keyed_server.url}/v1/responses/{rid}", headers=headers, timeout=30).status_code == 200
+            for rid in ids
+        )
+
+    quiet = [create(OTHER_KEY) for _ in range(3)]
+    with Neighbour(keyed_server.url, headers=AUTH) as neighbour:
+        burst = [create(API_KEY) for _ in range(3 * STORED)]
+    neighbour.assert_unharmed()
+    assert kept(OTHER_KEY, quiet) == 3
+    assert kept(API_KEY, burst) == STORED - 3
+    assert kept(API_KEY, burst[-(STORED - 3) :]) == STORED - 3  # the newest of the burst

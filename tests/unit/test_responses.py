@@ -340,6 +340,25 @@ def test_store_bounds() -> None:
     assert not small.put("o", Response(id="x", created_at=0, status="completed", model="m"), [])
 
 
+def test_store_evicts_from_the_owner_holding_the_largest_share() -> None:
+    from appliance.protocol.responses import Response
+
+    store = ResponseStore(max_responses=10, max_bytes=1_000_000)
+    put = lambda owner, name: store.put(owner, Response(id=name, created_at=0, status="completed", model="m"), [])  # noqa: E731
+    for index in range(3):
+        assert put("quiet", f"q{index}")
+    for index in range(100):  # a burst from one key
+        assert put("busy", f"b{index}")
+    assert all(store.get("quiet", f"q{index}") is not None for index in range(3))
+    assert len(store) == 10
+    assert [store.get("busy", f"b{index}") is not None for index in range(93, 100)] == [True] * 7
+    # Two keys storing alike share the store evenly.
+    for index in range(20):
+        put("quiet", f"q-more{index}")
+    assert sum(store.get("quiet", name) is not None for name in [f"q-more{i}" for i in range(20)]) == 5
+    assert sum(store.get("busy", f"b{index}") is not None for index in range(100)) == 5
+
+
 def test_vision_graph_takes_input_images() -> None:
     graph = Graph(name="fake", model_path="/nonexistent", pipeline="VLM_CB", limits=Limits())
     engine = FakeEngineClient(graph)
