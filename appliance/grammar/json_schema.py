@@ -3,8 +3,11 @@
 A grammar may allow fewer documents than the schema (every generated document must validate; not
 every valid document needs to be reachable): objects keep the schema's property order and never add
 undeclared properties, bounded numbers are written without exponents, integers have at most 16
-digits. Keywords that cannot be honoured that way (`not`, `if`, `uniqueItems`, `multipleOf`, ...)
-are refused with an error naming them, never ignored.
+digits. Keywords that constrain documents but cannot be honoured that way (`not`, `if`,
+`uniqueItems`, `multipleOf`, ... : `UNSUPPORTED`) are refused with an error naming them, never
+ignored. Every other keyword the writer does not know (`x-*`, `strict`, `example`, `nullable`, ...)
+is an annotation, as JSON Schema says of unknown keywords: schemas from MCP servers, zod and
+pydantic carry them. None of them can make a generated document invalid (`nullable` only widens).
 """
 
 from __future__ import annotations
@@ -23,21 +26,6 @@ SPACE = '" "?'
 MAX_DIGITS = 16
 MAX_DEPTH = 24
 """Deepest nesting of schemas (each level adds at most two groups; the grammar allows 64)."""
-_ANNOTATIONS = {
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$schema",
-    "$id",
-    "$comment",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$defs",
-    "definitions",
-    "discriminator",
-}
 _ASSERTIONS = {
     "type",
     "enum",
@@ -66,6 +54,36 @@ _ASSERTIONS = {
     "exclusiveMinimum",
     "exclusiveMaximum",
 }
+UNSUPPORTED = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "uniqueItems",
+        "multipleOf",
+        "contains",
+        "minContains",
+        "maxContains",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "additionalItems",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
+"""Keywords that restrict which documents are valid and that no grammar written here enforces."""
+_MEANINGFUL = _ASSERTIONS | UNSUPPORTED
+
+
+def _keywords(schema: dict) -> set[str]:
+    """The keywords of `schema` that constrain documents (annotations and unknown ones left out)."""
+    return set(schema) & _MEANINGFUL
+
+
 _TYPES = ("string", "integer", "number", "boolean", "null", "object", "array")
 # Formats written as regular expressions (each generated value is a valid instance).
 _FORMATS = {
@@ -259,13 +277,13 @@ class _Converter:
             return _json(self.rules, "value")
         if not isinstance(schema, dict):
             raise GrammarError("A schema must be an object (or `true`).", path)
-        unknown = sorted(set(schema) - _ANNOTATIONS - _ASSERTIONS)
-        if unknown:
+        refused = sorted(set(schema) & UNSUPPORTED)
+        if refused:
             raise GrammarError(
-                f"The schema keyword `{unknown[0]}` is not supported for structured output.", _join(path, unknown[0])
+                f"The schema keyword `{refused[0]}` is not supported for structured output.", _join(path, refused[0])
             )
         if "$ref" in schema:
-            if set(schema) - _ANNOTATIONS - {"$ref"}:
+            if _keywords(schema) - {"$ref"}:
                 raise GrammarError("`$ref` cannot be combined with other keywords here.", path)
             return self.reference(schema["$ref"], _join(path, "$ref"))
         if "const" in schema:
@@ -293,7 +311,7 @@ class _Converter:
         where = _join(path, keyword)
         if not isinstance(branches, list) or not branches:
             raise GrammarError(f"`{keyword}` must be a non-empty array of schemas.", where)
-        if set(schema) - _ANNOTATIONS - {keyword}:
+        if _keywords(schema) - {keyword}:
             raise GrammarError(f"`{keyword}` cannot be combined with other keywords here.", path)
         if keyword == "allOf":
             if len(branches) != 1:

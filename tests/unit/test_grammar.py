@@ -230,6 +230,23 @@ def test_json_object_grammar_has_no_free_whitespace() -> None:
     assert '" "?' in grammar and "[ \\t\\n" not in grammar and "ws" not in grammar
 
 
+def test_annotations_and_unknown_keywords_are_ignored() -> None:
+    plain = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    annotated = {
+        "type": "object",
+        "strict": True,
+        "$comment": "from an MCP server",
+        "x-order": 1,
+        "properties": {
+            "city": {"type": "string", "example": "Paris", "examples": ["Oslo"], "deprecated": False, "readOnly": True}
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    assert json_schema_grammar(annotated) == json_schema_grammar({**plain, "additionalProperties": False})
+    assert json_schema_grammar({"$ref": "#/$defs/a", "description": "x", "x-y": 1, "$defs": {"a": {"type": "string"}}})
+
+
 @pytest.mark.parametrize(
     ("schema", "path", "message"),
     [
