@@ -19,11 +19,18 @@ Pure Python: no openvino import.
 """
 
 from appliance.grammar.ebnf import GrammarError, parse_grammar
-from appliance.grammar.json_schema import json_object_grammar, json_schema_grammar, refused_part, schema_expression
+from appliance.grammar.json_schema import (
+    json_object_expression,
+    json_object_grammar,
+    json_schema_grammar,
+    refused_part,
+    schema_expression,
+)
 from appliance.grammar.regex import regex_grammar
 
 __all__ = [
     "GrammarError",
+    "json_object_expression",
     "json_object_grammar",
     "json_schema_grammar",
     "parse_grammar",

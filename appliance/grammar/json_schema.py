@@ -20,7 +20,7 @@ from typing import Any
 from appliance.grammar.ebnf import ANY_CHAR, GrammarError, RuleSet, char_class, literal, repeat, subtract
 from appliance.grammar.regex import regex_expression
 
-__all__ = ["json_object_grammar", "json_schema_grammar", "refused_part", "schema_expression"]
+__all__ = ["json_object_expression", "json_object_grammar", "json_schema_grammar", "refused_part", "schema_expression"]
 
 SPACE = '" "?'
 MAX_DIGITS = 16
@@ -567,4 +567,9 @@ def _parts(schema: Any, path: str, depth: int) -> Iterator[tuple[str, int, dict]
 def json_object_grammar() -> str:
     """A whole grammar producing any compact JSON object (`response_format: json_object`)."""
     rules = RuleSet()
-    return rules.render(_json(rules, "object"))
+    return rules.render(json_object_expression(rules))
+
+
+def json_object_expression(rules: RuleSet) -> str:
+    """The expression (rules added to `rules`) of any compact JSON object."""
+    return _json(rules, "object")

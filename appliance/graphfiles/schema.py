@@ -116,6 +116,11 @@ class Limits(_Config):
     new grammar inside its step, so every stream of the model waits for it (2-6 ms per class for a
     49k-token vocabulary on 2 cores, in proportion to the vocabulary's size; each distinct grammar
     is compiled once)."""
+    max_parallel_tool_calls: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
+    """Tool calls one answer may hold when its output is constrained to calls (tool_choice
+    "required", or "auto" with a response format) and parallel calls are allowed; a named
+    tool_choice or `parallel_tool_calls: false` gives exactly one. A weak model repeats a call
+    until max_tokens otherwise."""
 
 
 class SchedulerOverrides(_Config):

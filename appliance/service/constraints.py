@@ -20,11 +20,12 @@ import msgspec
 from appliance.errors import InvalidRequest
 from appliance.grammar import (
     GrammarError,
-    json_object_grammar,
+    json_object_expression,
     json_schema_grammar,
     parse_grammar,
     refused_part,
     regex_grammar,
+    schema_expression,
 )
 from appliance.grammar.cost import GrammarBudget, check_grammar
 from appliance.grammar.ebnf import RuleSet, literal
@@ -37,7 +38,7 @@ from appliance.protocol.openai import (
     StructuredOutputs,
 )
 from appliance.service.tool_plan import NO_TOOLS, ToolPlan
-from appliance.service.tools import forced_call_grammar
+from appliance.service.tools import call_expression
 
 __all__ = ["constrained_output", "output_grammar"]
 
@@ -120,34 +121,25 @@ def output_grammar(
     request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
 ) -> str | None:
     """The grammar the output must follow, or None. Runs in time linear in the constraint's size.
-    `tools`: the request's tool plan (a forced call is one source of a grammar)."""
+
+    `tools`: the request's tool plan. A forced call (tool_choice "required" or named) is this
+    turn's whole output: a response format then governs the text answer of a later turn, as at
+    OpenAI. With tools in play but not forced, a response format allows either branch: tool calls
+    in the graph's format, or text valid against the format (the answer is parsed by the branch
+    the model took)."""
     found: list[tuple[str, str]] = []
     if isinstance(request, ChatCompletionRequest):
-        response_format = request.response_format
-        if isinstance(response_format, ResponseFormatJSONObject) and response_format.value is None:
-            found.append(("response_format", json_object_grammar()))
-        elif isinstance(response_format, ResponseFormatJSONObject | ResponseFormatJSONSchema):
-            if isinstance(response_format, ResponseFormatJSONSchema):
-                schema, param = response_format.json_schema.schema, "response_format.json_schema.schema"
-            else:
-                schema, param = response_format.value, "response_format.value"
-            try:
-                grammar = json_object_grammar() if schema is None else json_schema_grammar(schema)
-            except GrammarError as exc:
-                raise _invalid(exc, param) from None
-            found.append(("response_format", _budgeted(grammar, param, graph, {param: schema})))
-        if tools.forced and tools.parser is not None:
-            name = tools.forced_name
-            try:
-                grammar = forced_call_grammar(tools.parser, list(tools.tools), name, tools.parallel)
-            except GrammarError as exc:
-                raise _invalid(exc, "") from None
-            schemas = {
-                f"tools[{index}].function.parameters": tool.function.parameters
-                for index, tool in enumerate(tools.tools)
-                if name in (None, tool.function.name) and tool.function.parameters is not None
-            }
-            found.append(("tool_choice", _budgeted(grammar, "tools", graph, schemas)))
+        rules = RuleSet()
+        schemas: dict[str, object] = {}
+        calls = _calls(tools, rules, schemas) if tools.tools and tools.parser is not None else None
+        text = None if tools.forced else _response_format(request, rules, schemas)
+        if calls is not None and (tools.forced or text is not None):
+            expression = calls if text is None else f"({calls}) | ({text})"
+            param = "tool_choice" if tools.forced else "response_format"
+            found.append((param, _budgeted(rules.render(expression), "tools", graph, schemas)))
+        elif text is not None:
+            param = next(iter(schemas), "response_format")
+            found.append(("response_format", _budgeted(rules.render(text), param, graph, schemas)))
     if request.structured_outputs is not None:
         found.append(("structured_outputs", _structured(request.structured_outputs, graph)))
     if len(found) > 1:
@@ -155,3 +147,36 @@ def output_grammar(
             f"{found[0][0]} and {found[1][0]} both constrain the output; send one of them.", param=found[1][0]
         )
     return found[0][1] if found else None
+
+
+def _calls(tools: ToolPlan, rules: RuleSet, schemas: dict[str, object]) -> str:
+    """The expression of an answer made of tool calls; the schemas it holds are added to
+    `schemas` (by their params, to name the part a refusal comes from)."""
+    assert tools.parser is not None
+    name = tools.forced_name
+    try:
+        expression = call_expression(tools.parser, list(tools.tools), name, tools.max_calls, rules)
+    except GrammarError as exc:
+        raise _invalid(exc, "") from None
+    for index, tool in enumerate(tools.tools):
+        if name in (None, tool.function.name) and tool.function.parameters is not None:
+            schemas[f"tools[{index}].function.parameters"] = tool.function.parameters
+    return expression
+
+
+def _response_format(request: ChatCompletionRequest, rules: RuleSet, schemas: dict[str, object]) -> str | None:
+    """The expression of a text answer in the request's JSON response format (None: free text)."""
+    response_format = request.response_format
+    if isinstance(response_format, ResponseFormatJSONSchema):
+        schema, param = response_format.json_schema.schema, "response_format.json_schema.schema"
+    elif isinstance(response_format, ResponseFormatJSONObject):
+        schema, param = response_format.value, "response_format.value"
+    else:
+        return None
+    if schema is None:
+        return json_object_expression(rules)
+    schemas[param] = schema
+    try:
+        return schema_expression(schema, rules)
+    except GrammarError as exc:
+        raise _invalid(exc, param) from None

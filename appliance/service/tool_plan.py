@@ -31,7 +31,9 @@ class ToolPlan:
     forced: bool = False
     """tool_choice `required` or a named function: the output grammar forces a call."""
     forced_name: str | None = None
-    parallel: bool = True
+    max_calls: int = 1
+    """Calls one constrained answer may hold: 1 for a named function or `parallel_tool_calls:
+    false`, else the graph's `limits.max_parallel_tool_calls`."""
 
     @classmethod
     def of(cls, request: ChatCompletionRequest, graph: Graph) -> ToolPlan:
@@ -64,7 +66,9 @@ class ToolPlan:
             parser=graph.tool_parser,
             forced=choice == "required" or isinstance(choice, NamedToolChoice),
             forced_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
-            parallel=request.parallel_tool_calls,
+            max_calls=graph.limits.max_parallel_tool_calls
+            if request.parallel_tool_calls and not isinstance(choice, NamedToolChoice)
+            else 1,
         )
 
     @classmethod

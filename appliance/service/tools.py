@@ -27,13 +27,12 @@ from appliance.protocol.openai import Tool
 __all__ = [
     "ParsedCall",
     "ToolCallStream",
+    "call_expression",
     "forced_call_grammar",
     "new_call_id",
     "tool_parser",
 ]
 
-MAX_PARALLEL_CALLS = 8
-"""A forced answer holds at most this many calls (a weak model would otherwise go on and on)."""
 _DECODER = json.JSONDecoder()
 
 
@@ -91,11 +90,12 @@ class _Parser:
         they end. What follows (e.g. a call cut off by max_tokens) is not a call."""
         raise NotImplementedError
 
-    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
-        """The grammar expression of an answer made of calls, each matching the rule `call`.
+    def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        """The grammar expression of an answer made of 1 to `max_calls` calls, each matching the
+        rule `call`: the answer may end after every complete call.
 
-        What repeats is a rule of its own: the engine writes out each of the up to 8 copies, and
-        each copied literal costs it a pass over the vocabulary when compiling.
+        What repeats is a rule of its own: the engine writes out each copy, and each copied
+        literal costs it a pass over the vocabulary when compiling.
         """
         raise NotImplementedError
 
@@ -129,9 +129,9 @@ class _Hermes(_Parser):
             position = match.end()
         return calls, position
 
-    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
+    def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         block = rules.add("tool_call_block", f'"<tool_call>" "\\n"? {call} "\\n"? "</tool_call>"')
-        return f'{block} ("\\n"? {block}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else block
+        return f'{block} ("\\n"? {block}){{0,{max_calls - 1}}}' if max_calls > 1 else block
 
 
 class _Llama3Json(_Parser):
@@ -145,8 +145,8 @@ class _Llama3Json(_Parser):
             start += len(self._TAG)
         return _valid_prefix(_json_values(text, start, ";"), "parameters")
 
-    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
-        return f'{call} ("; " {call}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else call
+    def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        return f'{call} ("; " {call}){{0,{max_calls - 1}}}' if max_calls > 1 else call
 
 
 class _Mistral(_Parser):
@@ -180,8 +180,8 @@ class _Mistral(_Parser):
                 position += len(self.marker)
         return calls, end
 
-    def forced(self, call: str, parallel: bool, rules: RuleSet) -> str:
-        more = f' ("," {SPACE} {call}){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+    def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        more = f' ("," {SPACE} {call}){{0,{max_calls - 1}}}' if max_calls > 1 else ""
         return f'"[TOOL_CALLS]" "[" {call}{more} "]"'
 
 
@@ -290,11 +290,17 @@ class ToolCallStream:
         return calls
 
 
-def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, parallel: bool) -> str:
-    """A grammar whose every output is a call (or, with `parallel`, up to 8 calls) of `name`'s tool
-    or, without a name, of any tool, with arguments valid against its parameters schema."""
-    parser = tool_parser(parser_name)
+def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, max_calls: int) -> str:
+    """A grammar whose every output is one call of `name`'s tool or, without a name, 1 to
+    `max_calls` calls of any tool, with arguments valid against its parameters schema."""
     rules = RuleSet()
+    return rules.render(call_expression(parser_name, tools, name, max_calls, rules))
+
+
+def call_expression(parser_name: str, tools: list[Tool], name: str | None, max_calls: int, rules: RuleSet) -> str:
+    """The expression (its rules added to `rules`) of an answer made of tool calls, as in
+    `forced_call_grammar`."""
+    parser = tool_parser(parser_name)
     arguments_key = "parameters" if parser.name == "llama3_json" else "arguments"
     calls = []
     for index, tool in enumerate(tools):
@@ -315,4 +321,4 @@ def forced_call_grammar(parser_name: str, tools: list[Tool], name: str | None, p
             f'"{{" {literal(chr(34) + "name" + chr(34) + ":")} {SPACE} {literal(json.dumps(function.name))} '
             f'"," {SPACE} {literal(json.dumps(arguments_key) + ":")} {SPACE} {arguments} "}}"'
         )
-    return rules.render(parser.forced(rules.add("tool_call", " | ".join(calls)), parallel, rules))
+    return parser.forced(rules.add("tool_call", " | ".join(calls)), 1 if name is not None else max_calls, rules)

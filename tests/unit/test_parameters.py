@@ -144,7 +144,6 @@ def test_include_stop_str_defaults_follow_ovms(client: TestClient, engine: FakeE
         ({"structured_outputs": {"grammar": "root ::= missing"}}, "structured_outputs.grammar"),
         ({"structured_outputs": {"regex": "a", "choice": ["a"]}}, "structured_outputs"),
         ({"structured_outputs": {"regex": "a"}, "response_format": {"type": "json_object"}}, "structured_outputs"),
-        ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
         ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs.messages"),
         ({"continue_final_message": True}, "continue_final_message"),
         ({"functions": [{"name": "f"}]}, "functions"),
@@ -221,6 +220,22 @@ def test_forced_tool_choice_sends_a_grammar(client: TestClient, engine: FakeEngi
     assert 'tool_call_block ::= "<tool_call>"' in engine.submitted[-1].params.grammar
     chat(client, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}})
     assert "get_weather" in engine.submitted[-1].params.grammar
+
+
+def test_tools_and_a_response_format_together(client: TestClient, engine: FakeEngineClient) -> None:
+    answer = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object", "properties": {"temperature_c": {"type": "integer"}}}}}  # fmt: skip
+    # A forced call is this turn's output: the grammar is the call's alone.
+    assert chat(client, tools=[WEATHER], tool_choice="required", response_format=answer).status_code == 200
+    forced = engine.submitted[-1].params.grammar
+    assert "tool_call_block" in forced and "temperature_c" not in forced
+    # auto: either calls or the answer's JSON.
+    assert chat(client, tools=[WEATHER], tool_choice="auto", response_format=answer).status_code == 200
+    either = engine.submitted[-1].params.grammar
+    assert "tool_call_block" in either and "temperature_c" in either
+    assert either.startswith("root ::= (tool_call_block")
+    # structured_outputs still stands alone.
+    refused = chat(client, tools=[WEATHER], tool_choice="required", structured_outputs={"regex": "a+"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "structured_outputs"
 
 
 def test_tool_round_trip_messages_reach_the_template(client: TestClient, engine: FakeEngineClient) -> None:

@@ -85,13 +85,16 @@ def test_forced_call_grammar_names_only_the_chosen_tool() -> None:
         ),
         Tool(function=FunctionDefinition(name="no_args")),
     ]
-    named = forced_call_grammar("hermes", tools, "no_args", parallel=False)
+    named = forced_call_grammar("hermes", tools, "no_args", max_calls=8)
     assert "no_args" in named and "get_weather" not in named
     assert named.startswith("root ::= tool_call_block\n")
     assert 'tool_call_block ::= "<tool_call>"' in named
-    any_tool = forced_call_grammar("mistral", tools, None, parallel=True)
+    any_tool = forced_call_grammar("mistral", tools, None, max_calls=8)
     assert "get_weather" in any_tool and "no_args" in any_tool and '"[TOOL_CALLS]"' in any_tool
-    assert "parameters" in forced_call_grammar("llama3_json", tools, None, parallel=False)
+    assert "parameters" in forced_call_grammar("llama3_json", tools, None, max_calls=1)
+    # A named function: exactly one call, whatever max_calls says; otherwise 1 to max_calls.
+    assert "{0," not in named
+    assert "{0,2}" in forced_call_grammar("hermes", tools, None, max_calls=3)
     # What we write reads back as a valid grammar.
     parse_grammar(named)
 
