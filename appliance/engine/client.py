@@ -46,6 +46,7 @@ from appliance.engine.messages import (
     encoder,
     merge_deltas,
 )
+from appliance.engine.vision import ImageFit, image_fit
 from appliance.errors import (
     ContextLengthExceeded,
     EngineFailure,
@@ -215,6 +216,9 @@ class EngineClient:
         self.load_error = ""
         self.vision_tokens: tuple[str, ...] = ()
         """Vision graphs: the model's own image marker tokens (known once loaded)."""
+        self.image_fit: ImageFit | None = None
+        """Vision graphs: the size the model uses of an image, read from its folder once loaded
+        (None: a family not known, or a text graph)."""
         self._reserved = 0
         self._on_fatal = on_fatal
         self._process: multiprocessing.process.BaseProcess | None = None
@@ -458,6 +462,7 @@ class EngineClient:
             self._stuck_since = None
             self.max_context = message.max_context
             self.vision_tokens = tuple(message.vision_tokens)
+            self.image_fit = image_fit(self.graph.model_dir) if self.graph.accepts_images else None
             self.state = "ready"
             self._ever_ready = True
             self._restarts = 0

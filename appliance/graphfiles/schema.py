@@ -110,6 +110,12 @@ class Limits(_Config):
     """Images one chat request may carry, over all its messages (vision graphs)."""
     max_image_pixels: Annotated[int, msgspec.Meta(ge=1, le=MAX_IMAGE_PIXELS_CEILING)] = 16_777_216
     """Width x height of one image, read from its header before decoding (default 4096 x 4096)."""
+    max_image_pixels_per_request: PositiveInt = 16_777_216
+    """Width x height summed over a request's images as they reach the engine, each scaled down
+    to the size the model uses (for the model families the appliance knows: Qwen2-VL, LLaVA,
+    Gemma 3; others get their images as decoded). The engine holds every pixel of a request
+    (3 bytes each) while it encodes the images: 16,777,216 is 48 MB, eight of Qwen2-VL's
+    largest (1,003,520 pixels) with room to spare."""
     max_grammar_states: PositiveInt = 256
     """Largest compile cost of a request's output constraint (schema, regex, grammar, forced tool
     call), in character classes the engine matches against the vocabulary: the engine compiles a

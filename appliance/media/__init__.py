@@ -7,7 +7,8 @@
     fetch      http(s) downloads with SSRF protection (resolve, check every address, connect to
                the checked one; redirects re-checked hop by hop; deadline and byte cap)
     local      reading a file inside the allowed directory (symlinks resolved, by components)
-    decode     bytes -> RGB uint8 pixels: pixel limit from the header, first frame, EXIF rotation
+    decode     bytes -> RGB uint8 pixels: pixel limit from the header, first frame, EXIF rotation,
+               scaled down to the size the model uses
     loader     `ImageLoader`: all of the above for the service layer
 
 No web framework and no OpenVINO here. Refusals are `appliance.errors.InvalidRequest` (400) with a
@@ -15,7 +16,7 @@ code: `invalid_image_url`, `image_fetch_failed`, `image_too_large`, `invalid_ima
 `invalid_image`.
 """
 
-from appliance.media.decode import DecodedImage, Detail
+from appliance.media.decode import DecodedImage, Detail, Fit
 from appliance.media.loader import ImageLoader
 from appliance.media.policy import MediaPolicy, build_policy
 from appliance.media.sources import DataImage, ImageSource, LocalImage, RemoteImage
@@ -24,6 +25,7 @@ __all__ = [
     "DataImage",
     "DecodedImage",
     "Detail",
+    "Fit",
     "ImageLoader",
     "ImageSource",
     "LocalImage",

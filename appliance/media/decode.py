@@ -10,6 +10,9 @@
 - EXIF orientation is applied (phone photos are stored sideways), transparency is composited on
   white, 16-bit images are scaled to 8 bits, and the result is RGB uint8, row-major (HWC), the
   layout OpenVINO GenAI's VLM pipelines take.
+- `fit` (the model's rule, from `appliance.engine.vision.image_fit`) scales an image down to the
+  size the model uses, here on the decoding thread rather than in the engine, which would do it
+  on the thread that steps every stream. An image already within it is left exactly as decoded.
 - Pillow raises many kinds of exceptions on damaged files (OSError, SyntaxError, struct.error on a
   truncated GIF, ValueError, ...): every one becomes a 400 naming the problem.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import binascii
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,13 +30,16 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from appliance.errors import InvalidRequest, client_text
 
-__all__ = ["FORMATS", "LOW_DETAIL_SIZE", "DecodedImage", "decode_base64", "decode_image"]
+__all__ = ["FORMATS", "LOW_DETAIL_SIZE", "DecodedImage", "Fit", "decode_base64", "decode_image"]
 
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
 LOW_DETAIL_SIZE = 512
 """`detail: "low"`: the image is scaled down to fit in this many pixels per side."""
 
 Detail = Literal["auto", "low", "high"]
+Fit = Callable[[int, int], tuple[int, int]]
+"""(height, width) -> the (height, width) to scale the image down to; ValueError if the model
+cannot take the image at all."""
 _BASE64_SLICE = 1 << 20
 _ORIENTATION = 0x0112  # the EXIF tag
 
@@ -79,9 +86,9 @@ def decode_base64(payload: str, max_bytes: int) -> bytes:
     return bytes(decoded)
 
 
-def decode_image(data: bytes, *, max_pixels: int, detail: Detail = "auto") -> DecodedImage:
-    """Decode the first frame of `data` to RGB; InvalidRequest if it is not a supported, intact
-    image of at most `max_pixels` pixels."""
+def decode_image(data: bytes, *, max_pixels: int, detail: Detail = "auto", fit: Fit | None = None) -> DecodedImage:
+    """Decode the first frame of `data` to RGB, scaled down by `fit`; InvalidRequest if it is not a
+    supported, intact image of at most `max_pixels` pixels, or one `fit` refuses."""
     if not data:
         raise _refuse("Image is empty.")
     try:
@@ -105,6 +112,8 @@ def decode_image(data: bytes, *, max_pixels: int, detail: Detail = "auto") -> De
                 rgb = _to_rgb(image)
                 if detail == "low":
                     rgb.thumbnail((LOW_DETAIL_SIZE, LOW_DETAIL_SIZE), Image.Resampling.BICUBIC)
+                if fit is not None:
+                    rgb = _fitted(rgb, fit)
                 return DecodedImage(width=rgb.width, height=rgb.height, pixels=rgb.tobytes())
     except InvalidRequest:
         raise
@@ -119,6 +128,19 @@ def decode_image(data: bytes, *, max_pixels: int, detail: Detail = "auto") -> De
         raise _refuse(
             f"Image could not be decoded (damaged or truncated file): {type(exc).__name__}: {client_text(str(exc))}"
         ) from None
+
+
+def _fitted(image: Image.Image, fit: Fit) -> Image.Image:
+    try:
+        height, width = fit(image.height, image.width)
+    except ValueError as exc:
+        raise _refuse(f"Image cannot be used with this model: {exc}.") from None
+    if (width, height) == image.size:
+        return image
+    # Bicubic, as the VLM processors resample. reducing_gap: a box reduction first, then bicubic
+    # over the last factor of 3 or less: 4096x4096 -> 224x224 in 45 ms instead of 260 ms, with a
+    # result Pillow documents as indistinguishable from a plain resize.
+    return image.resize((width, height), Image.Resampling.BICUBIC, reducing_gap=3.0)
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

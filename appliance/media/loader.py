@@ -2,8 +2,9 @@
 
 `source(url)` is synchronous and cheap (parsing and policy checks only): call it for every image of
 a request before spending anything on any of them. `load(source, ...)` then reads the bytes
-(download, file or base64) and decodes them in worker threads, so the event loop keeps serving;
-decoding is limited to a few images at a time, as it is CPU-bound.
+(download, file or base64) and decodes them, scaled down to the size the model uses, in worker
+threads, so the event loop keeps serving; decoding is limited to a few images at a time, as it is
+CPU-bound (and a 4096x4096 image takes 48 MB while it is decoded).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 
 import httpx
 
-from appliance.media.decode import DecodedImage, Detail, decode_base64, decode_image
+from appliance.media.decode import DecodedImage, Detail, Fit, decode_base64, decode_image
 from appliance.media.fetch import Fetcher, Resolver, system_resolver
 from appliance.media.local import read_local
 from appliance.media.policy import MediaPolicy
@@ -48,8 +49,11 @@ class ImageLoader:
         """Where `url` points, if the policy allows it; InvalidRequest otherwise. No I/O."""
         return parse_source(url, self.policy)
 
-    async def load(self, source: ImageSource, *, max_pixels: int, detail: Detail = "auto") -> DecodedImage:
-        """The decoded image; InvalidRequest if it cannot be read or is not a valid image in limits."""
+    async def load(
+        self, source: ImageSource, *, max_pixels: int, detail: Detail = "auto", fit: Fit | None = None
+    ) -> DecodedImage:
+        """The decoded image, scaled down by `fit` (see `decode_image`); InvalidRequest if it cannot
+        be read or is not a valid image in limits."""
         if isinstance(source, RemoteImage):
             assert self._fetcher is not None, "parse_source refuses URLs when they are disabled"
             data = await self._fetcher.fetch(source.url)
@@ -59,10 +63,12 @@ class ImageLoader:
             assert isinstance(source, DataImage)
             data = None
         async with self._decode_slots:
-            return await asyncio.to_thread(self._decode, source, data, max_pixels, detail)
+            return await asyncio.to_thread(self._decode, source, data, max_pixels, detail, fit)
 
-    def _decode(self, source: ImageSource, data: bytes | None, max_pixels: int, detail: Detail) -> DecodedImage:
+    def _decode(
+        self, source: ImageSource, data: bytes | None, max_pixels: int, detail: Detail, fit: Fit | None
+    ) -> DecodedImage:
         if data is None:
             assert isinstance(source, DataImage)
             data = decode_base64(source.payload, self.policy.max_image_bytes)
-        return decode_image(data, max_pixels=max_pixels, detail=detail)
+        return decode_image(data, max_pixels=max_pixels, detail=detail, fit=fit)

@@ -57,7 +57,7 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> Cha
     check_fields(request, CHAT)
     check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
     check_messages(request.messages, graph, engine.max_context, request.tools)
-    images = ImageParts(graph, engine.vision_tokens)
+    images = ImageParts(graph, engine.vision_tokens, engine.image_fit)
     messages = chat_messages(request.messages, images)
     options = template_options(request)
     tools = ToolPlan.of(request, graph)

@@ -6,7 +6,8 @@ turns keep their place) and refuses, before any work: images sent to a text-only
 than the graph allows, and text that spells an image tag (`<ov_genai_image_N>` or the model's own
 marker tokens), which would move or break the real images. `sources()` then applies the media
 policy to every URL, still without I/O; only after that, and after the engine has admitted the
-request, does `load()` fetch and decode.
+request, does `load()` fetch and decode, each image scaled down to the size the model uses (the
+engine's `image_fit`), and the request's pixels summed against `max_image_pixels_per_request`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from appliance.engine.messages import ImageData
 from appliance.engine.vision import PIPELINE_TAG_PATTERN, image_tag
 from appliance.errors import InvalidRequest
 from appliance.graphfiles import Graph
-from appliance.media import DecodedImage, ImageLoader, ImageSource
+from appliance.media import DecodedImage, Fit, ImageLoader, ImageSource
 from appliance.protocol.openai import ImageURLPart
 
 __all__ = ["ImageParts", "check_prompt_text"]
@@ -47,10 +48,12 @@ def check_prompt_text(text: str, param: str, native_tokens: tuple[str, ...] = ()
 class ImageParts:
     """The image parts of one chat request, in conversation order."""
 
-    def __init__(self, graph: Graph, native_tokens: tuple[str, ...] = ()) -> None:
+    def __init__(self, graph: Graph, native_tokens: tuple[str, ...] = (), fit: Fit | None = None) -> None:
+        """`native_tokens`: the model's own image marker tokens; `fit`: its image size rule."""
         self.graph = graph
         self.accepts_images = graph.accepts_images
         self._native_tokens = native_tokens
+        self._fit = fit
         self._parts: list[_Part] = []
 
     def __len__(self) -> int:
@@ -93,13 +96,29 @@ class ImageParts:
 
     async def load(self, media: ImageLoader, sources: list[ImageSource]) -> list[ImageData]:
         """Fetch and decode every image concurrently; the first failure cancels the rest."""
-        max_pixels = self.graph.limits.max_image_pixels
+        limits = self.graph.limits
+        total = 0
 
         async def one(entry: _Part, source: ImageSource) -> DecodedImage:
+            nonlocal total
             try:
-                return await media.load(source, max_pixels=max_pixels, detail=entry.part.image_url.detail)
+                image = await media.load(
+                    source, max_pixels=limits.max_image_pixels, detail=entry.part.image_url.detail, fit=self._fit
+                )
             except InvalidRequest as exc:
                 raise _located(exc, f"{entry.param}.image_url") from None
+            # Counted as each image is ready (one event loop, no race): the first past the limit
+            # cancels the others still waiting to decode.
+            total += image.width * image.height
+            if total > limits.max_image_pixels_per_request:
+                raise InvalidRequest(
+                    f"The images of this request come to more than {limits.max_image_pixels_per_request} "
+                    "pixels (width x height, summed after scaling each to the size this model uses; "
+                    "max_image_pixels_per_request). Send fewer or smaller images.",
+                    param="messages",
+                    code="too_many_image_pixels",
+                )
+            return image
 
         decoded = await _all_or_nothing([one(entry, source) for entry, source in zip(self._parts, sources)])
         return [ImageData(width=image.width, height=image.height, pixels=image.pixels) for image in decoded]

@@ -70,7 +70,7 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
         add_special_tokens = True if request.add_special_tokens is None else request.add_special_tokens
     else:
         check_messages(request.messages, engine.graph, engine.max_context)
-        images = ImageParts(engine.graph, engine.vision_tokens)
+        images = ImageParts(engine.graph, engine.vision_tokens, engine.image_fit)
         messages = chat_messages(request.messages, images)
         if images:
             raise InvalidRequest("Messages with images cannot be tokenized here.", param="messages")

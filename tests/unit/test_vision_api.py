@@ -259,3 +259,31 @@ def test_pixels_travel_in_raw_frames_after_the_submit() -> None:
     assert received[3] == Cancel(request_id=7)
     text_only = Submit(request_id=8, prompt=ChatPrompt(messages=[]), params=SamplingParams(max_new_tokens=1))
     assert decoder.feed(encode_to_engine(text_only)[0]) == text_only
+
+
+def test_images_reach_the_engine_at_the_size_the_model_uses(client: TestClient, vision: FakeEngineClient) -> None:
+    vision.graph = vision_graph(max_image_pixels=1_000_000)
+    vision.image_fit = lambda height, width: (min(height, 28), min(width, 56))
+    big = noise(300, 200, seed=3)
+    content = [image(data_url(encode(big))), image(data_url(PNG_B))]
+    assert chat(client, [{"role": "user", "content": content}]).status_code == 200
+    images = vision.submitted[-1].prompt.images
+    assert [(i.width, i.height) for i in images] == [(56, 28), (12, 16)]
+    assert bytes(images[1].pixels) == noise(12, 16, seed=2).tobytes()  # within the model's size: as sent
+
+
+def test_pixels_per_request_are_bounded_after_scaling(client: TestClient, vision: FakeEngineClient) -> None:
+    # PNG_A is 30x20 = 600 pixels: two fit in 1,200, three do not.
+    vision.graph = vision_graph(max_images_per_request=8, max_image_pixels_per_request=1_200)
+    submitted = len(vision.submitted)
+    two = [image(data_url(PNG_A))] * 2
+    assert chat(client, [{"role": "user", "content": two}]).status_code == 200
+    message = assert_400(
+        chat(client, [{"role": "user", "content": [*two, image(data_url(PNG_A))]}]), "messages", "too_many_image_pixels"
+    )
+    assert "1200" in message and "max_image_pixels_per_request" in message
+    assert len(vision.submitted) == submitted + 1  # the refused request never reached the engine
+    assert vision.in_flight == 0
+    # Counted after scaling: the same three images fit once the model uses fewer of their pixels.
+    vision.image_fit = lambda height, width: (10, 10)
+    assert chat(client, [{"role": "user", "content": [*two, image(data_url(PNG_A))]}]).status_code == 200

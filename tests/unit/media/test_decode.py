@@ -137,3 +137,39 @@ def test_base64_across_slices_with_line_breaks() -> None:
         decode_base64(text[:-1], len(raw))
     with pytest.raises(InvalidRequest, match="base64"):
         decode_base64(text[:1000] + "é" + text[1000:], len(raw))
+
+
+def test_fit_scales_down_to_the_models_size_and_leaves_smaller_images_untouched() -> None:
+    def fit(height: int, width: int) -> tuple[int, int]:
+        return min(height, 56), min(width, 84)
+
+    large = noise(300, 200, seed=5)
+    decoded = decode_image(encode(large), max_pixels=MAX_PIXELS, fit=fit)
+    assert (decoded.width, decoded.height) == (84, 56)
+    expected = large.resize((84, 56), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    assert decoded.pixels == expected.tobytes()
+    small = noise(80, 50, seed=6)
+    assert decode_image(encode(small), max_pixels=MAX_PIXELS, fit=fit).pixels == small.tobytes()
+
+
+def test_fit_sees_the_image_as_shown_after_low_detail() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def fit(height: int, width: int) -> tuple[int, int]:
+        seen.append((height, width))
+        return height, width
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    decode_image(encode(noise(1200, 600), "JPEG", exif=exif), max_pixels=MAX_PIXELS, detail="low", fit=fit)
+    assert seen == [(LOW_DETAIL_SIZE, LOW_DETAIL_SIZE // 2)]  # turned upright, then scaled for "low"
+
+
+def test_an_image_the_model_cannot_take_is_a_400() -> None:
+    def fit(height: int, width: int) -> tuple[int, int]:
+        raise ValueError("an image of 3000x10 pixels is more elongated than this model accepts")
+
+    with pytest.raises(InvalidRequest) as info:
+        decode_image(encode(noise(3000, 10)), max_pixels=MAX_PIXELS, fit=fit)
+    assert (info.value.status, info.value.code) == (400, "invalid_image")
+    assert "elongated" in info.value.message
