@@ -171,7 +171,8 @@ class RequestOutputs:
         self._detokenizer = detokenizer or Detokenizer(tokenizer)
         self._params = params
         self._texts = texts
-        self._final_ids = {eos_token_id, *params.stop_token_ids}
+        self._eos_token_id = eos_token_id
+        self._stop_token_ids = set(params.stop_token_ids)
         self._match_stop_strings = match_stop_strings and bool(params.stop)
         self._by_id: dict[int, _Sequence] = {}
         self._beams: dict[int, Any] = {}
@@ -286,8 +287,14 @@ class RequestOutputs:
             sequence.finish_reason = "length"
         elif output.finish_reason == reasons.STOP:
             sequence.finish_reason = "stop"
-            # The end-of-sequence or stop token ends the text rather than belonging to it.
-            if ids and ids[-1] in self._final_ids and not self._params.include_stop_str_in_output:
+            # The end-of-sequence token ends the text rather than belonging to it, and so does a
+            # stop token unless asked for: include_stop_str_in_output (on by default in streams,
+            # as OVMS does) is about stop strings and tokens, and the end-of-turn marker written
+            # as text (special tokens are kept when tool calls are parsed) would reach `content`.
+            final = ids[-1] if ids else None
+            if final == self._eos_token_id or (
+                final in self._stop_token_ids and not self._params.include_stop_str_in_output
+            ):
                 ids, logprobs = ids[:-1], logprobs[:-1]
         self._write(sequence, ids, final=False)
         if self._params.logprobs:

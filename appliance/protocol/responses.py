@@ -34,6 +34,7 @@ __all__ = [
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
+    "NamespaceTool",
     "FunctionToolChoice",
     "InputImage",
     "InputItem",
@@ -172,8 +173,7 @@ InputItem = InputMessage | FunctionCallItem | FunctionCallOutputItem | Reasoning
 # --- tools, formats, options -----------------------------------------------------------------
 
 
-class FunctionTool(_Request, kw_only=True):
-    type: Literal["function"]
+class FunctionTool(_Request, tag_field="type", tag="function", kw_only=True):
     name: Identifier
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -183,6 +183,18 @@ class FunctionTool(_Request, kw_only=True):
     """Refused when true: there is no tool search here."""
     allowed_callers: list[str] | None = None
     output_schema: dict[str, Any] | None = None
+
+
+class NamespaceTool(_Request, tag_field="type", tag="namespace", kw_only=True):
+    """Function tools grouped under a name (newer SDKs group tools so): each is offered to the
+    model as a function of its own, and its calls carry the namespace."""
+
+    name: Identifier
+    description: str | None = None
+    tools: Annotated[list[FunctionTool], Meta(min_length=1)]
+
+
+ResponseTool = FunctionTool | NamespaceTool
 
 
 class FunctionToolChoice(_Request, tag_field="type", tag="function", kw_only=True):
@@ -262,7 +274,7 @@ class ResponsesRequest(_Request, kw_only=True):
     temperature: Temperature | None = None
     text: TextConfig | None = None
     tool_choice: ToolChoice | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[ResponseTool] | None = None
     top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None
     top_p: TopP | None = None
     truncation: Literal["auto", "disabled"] | None = None
@@ -333,12 +345,14 @@ class OutputMessage(_Response, tag_field="type", tag="message", kw_only=True):
     status: ItemStatus
 
 
-class OutputFunctionCall(_Response, tag_field="type", tag="function_call", kw_only=True):
+class OutputFunctionCall(_Response, tag_field="type", tag="function_call", kw_only=True, omit_defaults=True):
     arguments: str
     call_id: str
     name: str
     id: str
     status: ItemStatus
+    namespace: str | None = None
+    """The namespace of a function offered in a `namespace` tool."""
 
 
 class OutputReasoning(_Response, tag_field="type", tag="reasoning", kw_only=True):
@@ -408,7 +422,7 @@ class Response(_Response, kw_only=True):
     temperature: float | None = None
     text: TextConfig | None = None
     tool_choice: ToolChoice = "auto"
-    tools: list[FunctionTool] = []
+    tools: list[ResponseTool] = []
     top_logprobs: int = 0
     top_p: float | None = None
     truncation: Literal["disabled"] = "disabled"

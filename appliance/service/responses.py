@@ -15,7 +15,7 @@ keeps the finished response in the store when the request asked for it (`respons
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from appliance.errors import ApplianceError, InvalidRequest
@@ -40,12 +40,15 @@ from appliance.protocol.response_events import (
 )
 from appliance.protocol.responses import (
     AllowedTools,
+    FunctionTool,
     FunctionToolChoice,
+    NamespaceTool,
     OutputFunctionCall,
     OutputMessage,
     OutputReasoning,
     Response,
     ResponsesRequest,
+    ResponseTool,
     TextConfig,
     TextFormatJSONObject,
     TextFormatJSONSchema,
@@ -122,20 +125,38 @@ def _check_options(body: ResponsesRequest) -> None:
             f"probability, not alternatives (include '{LOGPROBS}' gives those).",
             "top_logprobs",
         )
-    for index, tool in enumerate(body.tools or ()):
+    for path, tool, _ in function_tools(body.tools):
         if tool.defer_loading:
-            raise _unsupported("defer_loading is not supported: there is no tool search here.", f"tools[{index}]")
+            raise _unsupported("defer_loading is not supported: there is no tool search here.", path)
+
+
+def function_tools(tools: list[ResponseTool] | None) -> Iterator[tuple[str, FunctionTool, str | None]]:
+    """Every function tool with its path in the request and its namespace (None outside one)."""
+    for index, tool in enumerate(tools or ()):
+        if isinstance(tool, NamespaceTool):
+            for inner, function in enumerate(tool.tools):
+                yield f"tools[{index}].tools[{inner}]", function, tool.name
+        else:
+            yield f"tools[{index}]", tool, None
 
 
 def _tools(body: ResponsesRequest) -> tuple[list[Tool] | None, object]:
-    tools = [
-        Tool(
-            function=FunctionDefinition(
-                name=tool.name, description=tool.description, parameters=tool.parameters, strict=tool.strict
+    tools, paths = [], {}
+    for path, tool, _ in function_tools(body.tools):
+        if tool.name in paths:
+            raise InvalidRequest(
+                f"The function name '{tool.name}' is offered twice ({paths[tool.name]} too); calls name "
+                "functions without their namespace here, so each needs its own name.",
+                param=f"{path}.name",
+            )
+        paths[tool.name] = path
+        tools.append(
+            Tool(
+                function=FunctionDefinition(
+                    name=tool.name, description=tool.description, parameters=tool.parameters, strict=tool.strict
+                )
             )
         )
-        for tool in body.tools or ()
-    ]
     choice = body.tool_choice
     if isinstance(choice, FunctionToolChoice):
         return tools or None, NamedToolChoice(function=ToolChoiceFunction(name=choice.name))

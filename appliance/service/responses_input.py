@@ -106,12 +106,18 @@ def prepare_body(body: object) -> object:
     if isinstance(tools, list):
         for index, tool in enumerate(tools):
             kind = tool.get("type") if isinstance(tool, dict) else None
-            if isinstance(kind, str) and kind != "function":
-                raise _unsupported(
-                    f"The built-in tool {_tool_kind(kind)} is not available here: the model runs locally and "
-                    "only function tools are served.",
-                    f"tools[{index}].type",
-                )
+            inner = tool.get("tools") if kind == "namespace" else None
+            for place, tool_kind in [(f"tools[{index}]", kind)] + [
+                (f"tools[{index}].tools[{number}]", entry.get("type"))
+                for number, entry in enumerate(inner if isinstance(inner, list) else [])
+                if isinstance(entry, dict)
+            ]:
+                if isinstance(tool_kind, str) and tool_kind not in ("function", "namespace"):
+                    raise _unsupported(
+                        f"The tool type {_tool_kind(tool_kind)} is not available here: the model runs locally and "
+                        "only function tools (alone or in a namespace) are served.",
+                        f"{place}.type",
+                    )
     choice = body.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, dict) else None
     if isinstance(kind, str) and kind not in ("function", "allowed_tools"):

@@ -46,6 +46,7 @@ from appliance.protocol.responses import (
     IncompleteDetails,
     InputTokensDetails,
     Logprob,
+    NamespaceTool,
     OutputFunctionCall,
     OutputMessage,
     OutputReasoning,
@@ -100,6 +101,13 @@ class ResponseEvents:
     def __init__(self, response: Response) -> None:
         """`response`: the request's settings, status `in_progress`, no output yet."""
         self.response = response
+        self._namespaces = {
+            function.name: tool.name
+            for tool in response.tools
+            if isinstance(tool, NamespaceTool)
+            for function in tool.tools
+        }
+        """Function name -> the namespace it was offered in."""
         self._output: list = []
         self._sequence = 0
         self._open: _OpenItem | None = None
@@ -158,7 +166,12 @@ class ResponseEvents:
             arguments = function.arguments or ""
             item_id, index = object_id("fc"), len(self._output)
             added = OutputFunctionCall(
-                arguments="", call_id=call.id, name=function.name, id=item_id, status="in_progress"
+                arguments="",
+                call_id=call.id,
+                name=function.name,
+                id=item_id,
+                status="in_progress",
+                namespace=self._namespaces.get(function.name),
             )
             yield OutputItemAdded(sequence_number=self._next(), output_index=index, item=added)
             yield FunctionCallArgumentsDelta(

@@ -7,7 +7,9 @@ Parsers (graph file `tool_parser`):
   after `<|python_tag|>`), several separated by `;`.
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` (or `[TOOL_CALLS]name[ARGS]{...}`).
 
-Text that looks like a call but does not parse stays in `content`: nothing the model wrote is lost.
+A complete block that does not parse as a call stays in `content`. A call the answer ends inside
+(max_tokens cut it) is dropped from both `content` and the calls: call markup never reaches
+`content`, and the complete calls before it are kept.
 """
 
 from __future__ import annotations
@@ -244,7 +246,7 @@ class ToolCallStream:
             if not self._in_calls:
                 content, self._pending = self._pending, ""
             elif final:
-                content, calls = self._settle(self._pending)
+                content, calls = self._unfinished(self._pending)
                 self._pending = ""
             return content, self._record(calls)
         while True:
@@ -271,7 +273,7 @@ class ToolCallStream:
                     self._in_calls = False  # text after the calls: content again
                     continue
             if final:
-                found, text = self._settle(self._pending) if self._pending.strip() else ("", [])
+                found, text = self._unfinished(self._pending)
                 self._pending = ""
                 return content + found, self._record(calls + text)
             return content, self._record(calls)
@@ -284,6 +286,15 @@ class ToolCallStream:
             return text, []
         rest = text[end:]
         return ("" if not rest.strip() else rest), calls
+
+    def _unfinished(self, text: str) -> tuple[str, list[ParsedCall]]:
+        """(content, calls) of the text the answer ended in after a call began: the complete calls;
+        what follows them, or a call cut off before it was complete, is markup and is dropped.
+        Only where calls have no marker (llama3_json) is text that holds no call content."""
+        calls, _ = self.parser.parse_calls(text.lstrip())
+        if calls or self.parser.marker:
+            return "", calls
+        return text.lstrip(), []
 
     def _record(self, calls: list[ParsedCall]) -> list[ParsedCall]:
         self.calls += calls

@@ -144,6 +144,28 @@ def test_function_call_items(client: TestClient, engine: FakeEngineClient) -> No
     assert json.loads(arguments[0]["arguments"]) == {"city": "Oslo"} and arguments[0]["name"] == "get_weather"
 
 
+def test_namespace_tools_are_functions_whose_calls_carry_the_namespace(
+    client: TestClient, engine: FakeEngineClient
+) -> None:
+    engine.script = CALL
+    namespace = {"type": "namespace", "name": "weather", "description": "Weather tools", "tools": [WEATHER]}
+    body = create(client, tools=[namespace], max_output_tokens=100).json()
+    SdkResponse.model_validate(body)
+    (call,) = body["output"]
+    assert (call["name"], call["namespace"]) == ("get_weather", "weather")
+    assert engine.submitted[-1].prompt.tools[0]["function"]["name"] == "get_weather"
+    events = stream(client, tools=[namespace], max_output_tokens=100)
+    done = [event for event in events if event["type"] == "response.output_item.done"]
+    assert done[0]["item"]["namespace"] == "weather"
+    # Plain function tools carry no namespace; a custom tool inside a namespace is refused as what it is.
+    assert "namespace" not in create(client, tools=[WEATHER], max_output_tokens=100).json()["output"][0]
+    custom = {**namespace, "tools": [{"type": "custom", "name": "x"}]}
+    refused = create(client, tools=[custom]).json()["error"]
+    assert refused["param"] == "tools[0].tools[0].type" and "'custom'" in refused["message"]
+    twice = create(client, tools=[WEATHER, namespace]).json()["error"]
+    assert twice["param"] == "tools[1].tools[0].name"
+
+
 def test_function_call_output_goes_back_as_a_tool_message(client: TestClient, engine: FakeEngineClient) -> None:
     items = [
         {"role": "user", "content": "Weather in Oslo?"},
