@@ -10,8 +10,9 @@ Engine facts this relies on (openvino_genai 2026.4, measured on the demo model):
 Stop strings: the text ends right after the first stop string to complete (kept with
 `include_stop_str_in_output`) or right before it, never at the end of the token holding it. Where
 the pipeline matches them (several sequences on LM_CB, see `batching.py`) it only ends generation;
-elsewhere (`match_stop_strings`) they are matched here, and tokens generated past the match (a
-step of speculative decoding makes several) are not counted.
+elsewhere (`match_stop_strings`) they are matched here (`stop_strings`, in time linear in the
+text), and tokens generated past the match (a step of speculative decoding makes several) are not
+counted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.engine.messages import Delta, Finished, SamplingParams, TokenLogprob
+from appliance.engine.stop_strings import StopStringMatcher
 from appliance.engine.vocab_decoder import VocabDecoder
 
 __all__ = ["RequestOutputs", "TokenTexts"]
@@ -129,6 +131,8 @@ class _Sequence:
     generated: int = 0
     reported: int = 0
     finish_reason: str | None = None
+    stops: StopStringMatcher | None = None
+    """Fed every piece of text, where the appliance matches stop strings itself."""
 
     def absorb(self, text: str, *, final: bool) -> None:
         """Take the decoded window: emit what is new, unless it ends inside a UTF-8 character."""
@@ -137,7 +141,10 @@ class _Sequence:
         if text.endswith("\ufffd") and not final:
             return
         if len(text) > self.window_chars:
-            self.chunks.append(text[self.window_chars :])
+            piece = text[self.window_chars :]
+            self.chunks.append(piece)
+            if self.stops is not None:
+                self.stops.feed(piece)
         self.window_chars = len(text)
         if text.endswith("\n"):
             self.window, self.window_chars = [], 0
@@ -225,7 +232,7 @@ class RequestOutputs:
             return False
         self._detokenizer.flush()
         return all(
-            sequence.finish_reason or _first_stop_string("".join(sequence.chunks), self._params.stop)
+            sequence.finish_reason or (sequence.stops is not None and sequence.stops.match is not None)
             for sequence in self._by_id.values()
         )
 
@@ -276,7 +283,8 @@ class RequestOutputs:
     # -- internals --------------------------------------------------------------------------
 
     def _new_sequence(self, index: int) -> _Sequence:
-        return _Sequence(index=index)
+        stops = StopStringMatcher(self._params.stop) if self._match_stop_strings else None
+        return _Sequence(index=index, stops=stops)
 
     def _consume(self, sequence: _Sequence, output: Any) -> None:
         reasons = self._genai.GenerationFinishReason
@@ -308,19 +316,12 @@ class RequestOutputs:
 
     def _stop_prefix_chars(self, sequence: _Sequence) -> int:
         # The longest end of the unsent text that a stop string starts with: held back until the
-        # next tokens tell whether the stop string follows.
-        if not self._match_stop_strings:
+        # next tokens tell whether the stop string follows (all of it once one has completed:
+        # `finish` cuts the text there).
+        if sequence.stops is None:
             return 0
-        pending = "".join(sequence.chunks)
-        return max(
-            (
-                size
-                for stop in self._params.stop
-                for size in range(min(len(stop) - 1, len(pending)), 0, -1)
-                if pending.endswith(stop[:size])
-            ),
-            default=0,
-        )
+        pending = sum(map(len, sequence.chunks))
+        return pending if sequence.stops.match is not None else min(sequence.stops.held, pending)
 
     def _take_logprobs(self, sequence: _Sequence) -> list[TokenLogprob] | None:
         if not self._params.logprobs:

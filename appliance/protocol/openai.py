@@ -5,7 +5,8 @@ the appliance honours, and the OpenAI fields it accepts without effect or refuse
 (`service.field_policy`); any other is refused (OpenAI itself refuses unrecognized arguments), so
 no parameter that could change the output is ever silently ignored. Extensions (vLLM/OVMS names, sent with the SDK's `extra_body`)
 follow the OpenAI fields. Ranges are the reference's; limits that depend on the model's graph
-(max_tokens_limit, best_of_limit, max_stop_sequences) are checked by the service.
+(max_tokens_limit, best_of_limit, max_stop_sequences, max_stop_sequence_chars) are checked by the
+service.
 """
 
 from __future__ import annotations

@@ -186,7 +186,9 @@ async def open_generation(engine: EngineClient, request: InvocationRequest) -> G
                 answer = await engine.tokenize(TextPrompt(text=text), add_special_tokens=True)
                 prefill.append([Token(id=i, text=t, log_prob=None) for i, t in zip(answer.tokens, answer.token_strs)])
         # The stateful pipeline (NPU) computes no log probabilities: its token objects show null.
-        streams = await openai_service.open_completion(engine, completion, logprob_values_optional=True)
+        streams = await openai_service.open_completion(
+            engine, completion, logprob_values_optional=True, stop_param="parameters.stop_sequences"
+        )
     except ApplianceError as exc:
         raise GenerationError(exc) from exc
     return Generation(request=request, streams=streams, prefill=prefill)

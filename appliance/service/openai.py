@@ -24,10 +24,14 @@ __all__ = ["completion", "completion_chunks", "detokenize", "open_completion", "
 
 
 async def open_completion(
-    engine: EngineClient, request: CompletionRequest, *, logprob_values_optional: bool = False
+    engine: EngineClient,
+    request: CompletionRequest,
+    *,
+    logprob_values_optional: bool = False,
+    stop_param: str = "stop",
 ) -> list[RequestStream]:
     """Submit one engine request per prompt; all of them or none (see `sampling_params` for
-    `logprob_values_optional`)."""
+    `logprob_values_optional` and `stop_param`)."""
     check_fields(request, COMPLETIONS)
     check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
     prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
@@ -49,6 +53,7 @@ async def open_completion(
         logprobs=request.logprobs is not None,
         logprob_values_optional=logprob_values_optional,
         grammar=await constrained_output(request, engine.graph),
+        stop_param=stop_param,
     )
     opened: list[RequestStream] = []
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from appliance.engine import SamplingParams
 from appliance.errors import InvalidRequest
-from appliance.graphfiles import Graph
+from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 from appliance.service.speculative import assisted_decoding
 
@@ -31,9 +31,11 @@ def sampling_params(
     logprob_values_optional: bool = False,
     grammar: str | None = None,
     skip_special_tokens: bool | None = None,
+    stop_param: str = "stop",
 ) -> SamplingParams:
     """The engine parameters of a validated request (graph defaults filled in).
 
+    `stop_param`: the stop strings' field in the client's dialect, named in refusals.
     `logprob_values_optional`: the caller takes per-token entries whose log probability is NaN
     where the pipeline computes none (LMI token objects show null), instead of a refusal."""
     limits = graph.limits
@@ -52,11 +54,7 @@ def sampling_params(
         raise _unsupported(
             "logit_bias is not supported: OpenVINO GenAI's pipeline offers no way to bias logits.", "logit_bias"
         )
-    stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
-    if len(stop) > limits.max_stop_sequences:
-        raise InvalidRequest(
-            f"stop has {len(stop)} sequences; this model accepts up to {limits.max_stop_sequences}.", param="stop"
-        )
+    stop = _stop_strings(request, limits, stop_param)
     include_stop = request.include_stop_str_in_output
     if include_stop is None:
         # OVMS's defaults: a stream shows the stop string, a whole answer leaves it out.
@@ -133,6 +131,24 @@ def sampling_params(
         assistant_confidence_threshold=assisted.assistant_confidence_threshold,
         max_ngram_size=assisted.max_ngram_size,
     )
+
+
+def _stop_strings(request: ChatCompletionRequest | CompletionRequest, limits: Limits, param: str) -> tuple[str, ...]:
+    stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
+    if len(stop) > limits.max_stop_sequences:
+        raise InvalidRequest(
+            f"{param} has {len(stop)} sequences; this model accepts up to {limits.max_stop_sequences}.", param=param
+        )
+    longest = max(stop, key=len, default="")
+    if len(longest) > limits.max_stop_sequence_chars:
+        # Bounds the text held back from a stream and the engine's matching work per step.
+        where = param if isinstance(request.stop, str) else f"{param}[{stop.index(longest)}]"
+        raise InvalidRequest(
+            f"{where} is {len(longest)} characters long; this model accepts stop strings of up to "
+            f"{limits.max_stop_sequence_chars} characters (limits.max_stop_sequence_chars).",
+            param=param,
+        )
+    return stop
 
 
 def _check_stateful(graph: Graph, *, n: int, best_of: int, logprobs: bool) -> None:

@@ -115,6 +115,8 @@ def test_include_stop_str_defaults_follow_ovms(client: TestClient, engine: FakeE
         ({"best_of": 2, "seed": 1}, "seed"),
         ({"length_penalty": 2.0}, "length_penalty"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"stop": "x" * 257}, "stop"),
+        ({"stop": ["a", "x" * 257]}, "stop"),
         ({"stream": True, "include_stop_str_in_output": False}, "include_stop_str_in_output"),
         ({"min_tokens": 10, "max_tokens": 5}, "min_tokens"),
         ({"logit_bias": {"42": 10}}, "logit_bias"),
@@ -317,6 +319,7 @@ def test_graph_file_parser_and_limit_keys(tmp_path) -> None:
     path = tmp_path / "g.toml"
     path.write_text(
         'name = "g"\nmodel_path = "."\ntool_parser = "mistral"\nreasoning_parser = "think"\n[limits]\nbest_of_limit = 8\nmax_stop_sequences = 16\n'
+        "max_stop_sequence_chars = 1024\n"
     )
     loaded = load_graph(path)
     assert (
@@ -324,7 +327,8 @@ def test_graph_file_parser_and_limit_keys(tmp_path) -> None:
         loaded.reasoning_parser,
         loaded.limits.best_of_limit,
         loaded.limits.max_stop_sequences,
-    ) == ("mistral", "think", 8, 16)
+        loaded.limits.max_stop_sequence_chars,
+    ) == ("mistral", "think", 8, 16, 1024)
     path.write_text('name = "g"\nmodel_path = "."\ntool_parser = "hermes3"\n')
     with pytest.raises(ConfigError, match="`tool_parser`"):
         load_graph(path)
