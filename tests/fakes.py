@@ -54,6 +54,7 @@ class FakeEngineClient(EngineClient):
         super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
         self.cancelled: list[int] = []
         self.submitted: list[Submit] = []
+        self.tokenized: list[Tokenize] = []
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -68,6 +69,7 @@ class FakeEngineClient(EngineClient):
             self.cancelled.append(command.request_id)
             return
         if isinstance(command, Tokenize):
+            self.tokenized.append(command)
             prompt = command.prompt
             words = (
                 " ".join(str(m.get("content", "")) for m in prompt.messages).split()

@@ -46,6 +46,7 @@ from appliance.engine.messages import (
     encoder,
     merge_deltas,
 )
+from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.engine.vision import ImageFit, image_fit
 from appliance.errors import (
     ContextLengthExceeded,
@@ -219,6 +220,8 @@ class EngineClient:
         self.image_fit: ImageFit | None = None
         """Vision graphs: the size the model uses of an image, read from its folder once loaded
         (None: a family not known, or a text graph)."""
+        self.tools = ToolFormat(graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
+        """How tools reach this model's prompt and how its calls are read (known once loaded)."""
         self._reserved = 0
         self._on_fatal = on_fatal
         self._process: multiprocessing.process.BaseProcess | None = None
@@ -463,17 +466,19 @@ class EngineClient:
             self.max_context = message.max_context
             self.vision_tokens = tuple(message.vision_tokens)
             self.image_fit = image_fit(self.graph.model_dir) if self.graph.accepts_images else None
+            self.tools = ToolFormat.of(self.graph, message)
             self.state = "ready"
             self._ever_ready = True
             self._restarts = 0
             self._ready.set()
             self._update_gauges()
             log.info(
-                "engine %s: ready in %.1f s (context %d tokens%s)",
+                "engine %s: ready in %.1f s (context %d tokens%s; tools: %s)",
                 self.name,
                 message.load_seconds,
                 message.max_context,
                 f", GGUF_READER={message.gguf_reader}" if message.gguf_reader else "",
+                self.tools.describe(self.graph),
             )
         elif isinstance(message, LoadFailed):
             self.load_error = message.message

@@ -222,6 +222,12 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
     """Vision graphs: the model's own image/video marker tokens, refused in user text."""
     gguf_reader: str = ""
     """GGUF graphs: the GGUF_READER the engine process loaded the file with."""
+    template_renders_tools: bool = True
+    """The chat template reads `tools` (else the service shows them in a system message)."""
+    template_renders_tool_calls: bool = True
+    """The chat template reads assistant messages' `tool_calls` (else the service writes them as text)."""
+    template_tool_parser: str = ""
+    """The call format the chat template teaches, when recognised (hermes, mistral, llama3_json)."""
 
 
 class LoadFailed(msgspec.Struct, frozen=True, tag="load_failed"):

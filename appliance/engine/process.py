@@ -23,6 +23,7 @@ from appliance.engine.base import Engine
 from appliance.engine.batching import BatchingEngine
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
 from appliance.engine.stateful import StatefulEngine
+from appliance.engine.templates import template_tools
 from appliance.graphfiles import Graph
 from appliance.logs import LogFormat, configure_logging
 
@@ -46,6 +47,7 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
         return
     vision = engine.requests.vision
     vision_tokens = vision.native_tokens if vision is not None else []
+    tools = template_tools(engine.tokenizer.chat_template or "")
     conn.send_bytes(
         encoder.encode(
             Ready(
@@ -53,6 +55,9 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
                 load_seconds=time.monotonic() - started,
                 vision_tokens=vision_tokens,
                 gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
+                template_renders_tools=tools.renders_tools,
+                template_renders_tool_calls=tools.renders_tool_calls,
+                template_tool_parser=tools.tool_parser or "",
             )
         )
     )

@@ -185,13 +185,20 @@ class FunctionTool(_Request, tag_field="type", tag="function", kw_only=True):
     output_schema: dict[str, Any] | None = None
 
 
+class NamespacedFunctionTool(FunctionTool, tag=False, tag_field=None, kw_only=True):
+    """A function tool inside a namespace. msgspec treats the tag of a tagged struct outside a
+    union as optional; here `type` is a plain field, so it is required as everywhere else."""
+
+    type: Literal["function"]
+
+
 class NamespaceTool(_Request, tag_field="type", tag="namespace", kw_only=True):
     """Function tools grouped under a name (newer SDKs group tools so): each is offered to the
     model as a function of its own, and its calls carry the namespace."""
 
     name: Identifier
     description: str | None = None
-    tools: Annotated[list[FunctionTool], Meta(min_length=1)]
+    tools: Annotated[list[NamespacedFunctionTool], Meta(min_length=1)]
 
 
 ResponseTool = FunctionTool | NamespaceTool

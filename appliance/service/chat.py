@@ -30,6 +30,7 @@ from appliance.service.images import ImageParts
 from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
+from appliance.service.tool_prompt import shown_tools
 
 __all__ = ["ChatCall", "ChatPlan", "open_chat", "plan_chat"]
 
@@ -60,7 +61,7 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> Cha
     images = ImageParts(graph, engine.vision_tokens, engine.image_fit)
     messages = chat_messages(request.messages, images)
     options = template_options(request)
-    tools = ToolPlan.of(request, graph)
+    tools = ToolPlan.of(request, graph, engine.tools.parser)
     grammar = await constrained_output(request, graph, tools)
     if request.top_logprobs is not None and not request.logprobs:
         raise InvalidRequest("top_logprobs requires logprobs to be true.", param="top_logprobs")
@@ -84,9 +85,10 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> Cha
         if request.skip_special_tokens is None
         else request.skip_special_tokens,
     )
+    messages, template_tools = shown_tools(messages, tools.template_tools(), engine.tools)
     return ChatPlan(
         messages=messages,
-        options={"tools": tools.template_tools(), **options},
+        options={"tools": template_tools, **options},
         tools=tools,
         grammar=grammar,
         params=params,

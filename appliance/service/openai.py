@@ -19,6 +19,7 @@ from appliance.service.images import ImageParts, check_prompt_text
 from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
+from appliance.service.tool_prompt import shown_tools
 
 __all__ = ["completion", "completion_chunks", "detokenize", "open_completion", "tokenize"]
 
@@ -80,7 +81,8 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
         if images:
             raise InvalidRequest("Messages with images cannot be tokenized here.", param="messages")
         options = template_options(request)
-        prompt = ChatPrompt(messages=messages, tools=ToolPlan.shown(request.tools).template_tools(), **options)
+        messages, tools = shown_tools(messages, ToolPlan.shown(request.tools).template_tools(), engine.tools)
+        prompt = ChatPrompt(messages=messages, tools=tools, **options)
         add_special_tokens = bool(request.add_special_tokens)
     answer = await engine.tokenize(prompt, add_special_tokens=add_special_tokens)
     return TokenizeResponse(

@@ -1,7 +1,8 @@
 """What a chat request's tools mean, decided once by one rule.
 
 Tools are in play when the request sends some and `tool_choice` is not "none": then the chat
-template shows them, the graph's tool parser reads calls out of the answer (special tokens kept, as
+template shows them (or, where it ignores them, the system message: `tool_prompt`), the model's
+tool parser reads calls out of the answer (special tokens kept, as
 call markers often are ones), and `required` or a named function makes the output grammar force a
 call. With "none" the template does not show the tools, so the model cannot call one. The tool
 calls of earlier assistant turns are rendered here too, as chat templates expect them.
@@ -36,9 +37,10 @@ class ToolPlan:
     false`, else the graph's `limits.max_parallel_tool_calls`."""
 
     @classmethod
-    def of(cls, request: ChatCompletionRequest, graph: Graph) -> ToolPlan:
-        """The plan of `request` on `graph`; a 400 when tools and tool_choice do not fit together
-        or the graph has no tool parser for them."""
+    def of(cls, request: ChatCompletionRequest, graph: Graph, parser: str) -> ToolPlan:
+        """The plan of `request` on `graph`, whose model's calls `parser` reads (the graph's
+        `tool_parser`, else the format its chat template teaches, else the generic one: see
+        `EngineClient.tools`); a 400 when tools and tool_choice do not fit together."""
         choice = request.tool_choice
         if not request.tools:
             if choice == "required" or isinstance(choice, NamedToolChoice):
@@ -54,16 +56,9 @@ class ToolPlan:
             )
         if choice == "none":
             return cls()
-        if graph.tool_parser is None:
-            raise InvalidRequest(
-                f"Model '{graph.name}' has no tool parser in its graph file (`tool_parser`), so it cannot "
-                'return tool calls; send tool_choice "none" or leave out tools.',
-                param="tools",
-                code="unsupported_parameter",
-            )
         return cls(
             tools=tuple(request.tools),
-            parser=graph.tool_parser,
+            parser=parser,
             forced=choice == "required" or isinstance(choice, NamedToolChoice),
             forced_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
             max_calls=graph.limits.max_parallel_tool_calls

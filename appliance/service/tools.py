@@ -92,6 +92,10 @@ class _Parser:
         they end. What follows (e.g. a call cut off by max_tokens) is not a call."""
         raise NotImplementedError
 
+    def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        """(name, arguments) calls as the model writes them (for prompts whose template cannot)."""
+        raise NotImplementedError
+
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         """The grammar expression of an answer made of 1 to `max_calls` calls, each matching the
         rule `call`: the answer may end after every complete call.
@@ -131,6 +135,12 @@ class _Hermes(_Parser):
             position = match.end()
         return calls, position
 
+    def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        return "\n".join(
+            f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}\n</tool_call>"
+            for name, arguments in calls
+        )
+
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         block = rules.add("tool_call_block", f'"<tool_call>" "\\n"? {call} "\\n"? "</tool_call>"')
         return f'{block} ("\\n"? {block}){{0,{max_calls - 1}}}' if max_calls > 1 else block
@@ -146,6 +156,11 @@ class _Llama3Json(_Parser):
         if text.startswith(self._TAG, start):
             start += len(self._TAG)
         return _valid_prefix(_json_values(text, start, ";"), "parameters")
+
+    def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        return "; ".join(
+            json.dumps({"name": name, "parameters": arguments}, ensure_ascii=False) for name, arguments in calls
+        )
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         return f'{call} ("; " {call}){{0,{max_calls - 1}}}' if max_calls > 1 else call
@@ -181,6 +196,10 @@ class _Mistral(_Parser):
             if text.startswith(self.marker, position):
                 position += len(self.marker)
         return calls, end
+
+    def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        listed = [{"name": name, "arguments": arguments} for name, arguments in calls]
+        return "[TOOL_CALLS]" + json.dumps(listed, ensure_ascii=False)
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         more = f' ("," {SPACE} {call}){{0,{max_calls - 1}}}' if max_calls > 1 else ""

@@ -157,14 +157,43 @@ def test_refused_parameters_are_400_naming_them(client: TestClient, fields: dict
     assert response.json()["error"]["param"] == param
 
 
-def test_tools_need_a_tool_parser() -> None:
-    engine = FakeEngineClient(graph())
+def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None:
+    from appliance.engine.templates import ToolFormat
+    from appliance.service.tool_prompt import TOOLS_INTRO
+
+    engine = FakeEngineClient(graph())  # no tool_parser in the graph file: the generic format
     app = create_app(ModelRegistry([engine]))
-    app.on_startup.append(lambda _app: engine.start())
+
+    async def start(_app) -> None:
+        engine.start()
+        engine.tools = ToolFormat("hermes", from_template=False, calls_from_template=False, source="generic")
+
+    app.on_startup.append(start)
+    earlier_call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}  # fmt: skip
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [earlier_call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+    ]
     with TestClient(app) as client:
-        response = chat(client, tools=[WEATHER])
-        assert response.status_code == 400 and response.json()["error"]["param"] == "tools"
+        assert chat(client, tools=[WEATHER], messages=messages).status_code == 200
+        prompt = engine.submitted[-1].prompt
+        assert prompt.tools is None  # not handed to the template (nor to OpenVINO GenAI's fallback)
+        system = prompt.messages[0]["content"]
+        assert system.startswith("Be brief.\n\n" + TOOLS_INTRO) and '"name": "get_weather"' in system
+        assert '<tool_call>\n{"name": "tool_name", "arguments": {"argument": "value"}}\n</tool_call>' in system
+        assert (
+            prompt.messages[2]["content"]
+            == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+        )
+        assert "tool_calls" not in prompt.messages[2]
+        # The same prompt for /tokenize; tool_choice none shows no tools.
+        tokenized = client.post("/tokenize", json={"model": "fake", "messages": messages, "tools": [WEATHER]})
+        assert tokenized.status_code == 200
+        assert engine.tokenized[-1].prompt.messages == prompt.messages
         assert chat(client, tools=[WEATHER], tool_choice="none").status_code == 200
+        assert engine.submitted[-1].prompt.messages[0]["role"] == "user"
 
 
 def test_n_choices_non_stream_and_stream(client: TestClient) -> None:

@@ -39,17 +39,16 @@ def graph(tool_parser: str | None = "hermes"):
     ],
 )
 def test_one_rule_for_tools_in_play(fields: dict, parser: str | None, forced: bool, name: str | None) -> None:
-    plan = ToolPlan.of(request(**fields), graph())
+    plan = ToolPlan.of(request(**fields), graph(), "hermes")
     assert (plan.parser, plan.forced, plan.forced_name) == (parser, forced, name)
     # The template shows exactly the tools whose calls are parsed.
     assert (plan.template_tools() is not None) == (parser is not None)
 
 
 def test_tool_choice_none_needs_no_tool_parser() -> None:
-    assert ToolPlan.of(request(tools=[TOOL], tool_choice="none"), graph(None)).parser is None
-    with pytest.raises(InvalidRequest) as refused:
-        ToolPlan.of(request(tools=[TOOL]), graph(None))
-    assert refused.value.param == "tools" and refused.value.code == "unsupported_parameter"
+    assert ToolPlan.of(request(tools=[TOOL], tool_choice="none"), graph(None), "hermes").parser is None
+    # The parser the engine chose (graph file, chat template or generic) reads the calls.
+    assert ToolPlan.of(request(tools=[TOOL]), graph(None), "mistral").parser == "mistral"
 
 
 @pytest.mark.parametrize(
@@ -65,5 +64,5 @@ def test_tool_choice_none_needs_no_tool_parser() -> None:
 )
 def test_tools_that_do_not_fit_are_refused(fields: dict, param: str) -> None:
     with pytest.raises(InvalidRequest) as refused:
-        ToolPlan.of(request(**fields), graph())
+        ToolPlan.of(request(**fields), graph(), "hermes")
     assert refused.value.param == param
