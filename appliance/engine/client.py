@@ -145,7 +145,7 @@ class RequestStream:
         return event
 
     def timed_out(self) -> RequestTimedOut:
-        return self._client.timed_out()
+        return _timed_out(self._client.name, self._client.graph.limits.request_timeout_seconds)
 
     def cancel(self) -> None:
         """Stop generating (the client went away); the engine frees the request's KV blocks."""
@@ -418,21 +418,13 @@ class EngineClient:
             return await (asyncio.wait_for(answer, timeout) if timeout else answer)
         except TimeoutError:
             self._abandon(request_id)
-            raise self.timed_out() from None
+            raise _timed_out(self.name, timeout) from None
         except asyncio.CancelledError:
             self._abandon(request_id)  # the client left: the engine skips it unless already started
             raise
         finally:
             self._pending.pop(request_id, None)
             self._asking -= 1
-
-    def timed_out(self) -> RequestTimedOut:
-        """The error of a request that ran out of time (limits.request_timeout_seconds)."""
-        timeout = self.graph.limits.request_timeout_seconds
-        return RequestTimedOut(
-            f"The request ran longer than model '{self.name}' allows "
-            f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
-        )
 
     def _abandon(self, request_id: int) -> None:
         if request_id in self._pending:
@@ -626,6 +618,13 @@ class EngineClient:
         await asyncio.sleep(delay)
         if self.state == "restarting":
             self.start()
+
+
+def _timed_out(model: str, timeout: float) -> RequestTimedOut:
+    return RequestTimedOut(
+        f"The request ran longer than model '{model}' allows "
+        f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
+    )
 
 
 def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:
