@@ -48,13 +48,15 @@ class FakeEngineClient(EngineClient):
     hold = False
     """When set, accepted requests produce no tokens until released (to test queues/cancels)."""
     script: str | None = None
+    hold_answers = False
+    """When set, tokenize and detokenize commands get no answer (an engine busy with others)."""
     """When set, every reply is this text (in 4-character deltas) instead of the reversed prompt."""
 
     def __init__(self, graph: Graph | None = None) -> None:
         super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
         self.cancelled: list[int] = []
         self.submitted: list[Submit] = []
-        self.tokenized: list[Tokenize] = []
+        self.asked: list[Tokenize | Detokenize] = []
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -68,8 +70,11 @@ class FakeEngineClient(EngineClient):
         if isinstance(command, Cancel):
             self.cancelled.append(command.request_id)
             return
+        if isinstance(command, Tokenize | Detokenize):
+            self.asked.append(command)
+            if self.hold_answers:
+                return
         if isinstance(command, Tokenize):
-            self.tokenized.append(command)
             prompt = command.prompt
             words = (
                 " ".join(str(m.get("content", "")) for m in prompt.messages).split()

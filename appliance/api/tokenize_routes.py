@@ -1,10 +1,15 @@
-"""vLLM's tokenizer routes: `POST /tokenize` and `/detokenize`, also under /v1 and /v3."""
+"""vLLM's tokenizer routes: `POST /tokenize` and `/detokenize`, also under /v1 and /v3.
+
+Both run on the engine like a generation's prompt (admitted against the model's queue limit, see
+`EngineClient.tokenize`) and are abandoned if the client leaves first.
+"""
 
 from __future__ import annotations
 
 from litestar import Request, post
 
 from appliance.api.decoding import decode_body
+from appliance.api.handling import record_request, unless_disconnected
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import openai as service
@@ -15,13 +20,15 @@ __all__ = ["routes"]
 @post(["/tokenize", "/v1/tokenize", "/v3/tokenize"], status_code=200)
 async def tokenize(request: Request, models: ModelRegistry) -> TokenizeResponse:
     body = decode_body(await request.body(), TokenizeRequest)
-    return await service.tokenize(models.get(body.model), body)
+    record_request(body.model, None)
+    return await unless_disconnected(request, service.tokenize(models.get(body.model), body))
 
 
 @post(["/detokenize", "/v1/detokenize", "/v3/detokenize"], status_code=200)
 async def detokenize(request: Request, models: ModelRegistry) -> DetokenizeResponse:
     body = decode_body(await request.body(), DetokenizeRequest)
-    return await service.detokenize(models.get(body.model), body)
+    record_request(body.model, None)
+    return await unless_disconnected(request, service.detokenize(models.get(body.model), body))
 
 
 routes = [tokenize, detokenize]

@@ -8,13 +8,13 @@ to the server and the queue of commands read from it, and `run` serves them unti
 
 from __future__ import annotations
 
-import queue
 from abc import ABC, abstractmethod
 from multiprocessing.connection import Connection
 from typing import Any
 
 import openvino_genai
 
+from appliance.engine.inbox import Inbox
 from appliance.engine.messages import Accepted, SamplingParams
 from appliance.engine.outputs import Detokenizer, RequestOutputs
 from appliance.engine.requests import PreparedSubmit, RequestPreparer
@@ -39,7 +39,7 @@ class Engine(ABC):
         self.detokenizer = Detokenizer(self.tokenizer, VocabDecoder.verified(self.tokenizer))
 
     @abstractmethod
-    def run(self, conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+    def run(self, conn: Connection, inbox: Inbox) -> None:
         """Serve the commands from `inbox`, sending events on `conn`, until `Shutdown`."""
 
     def request_outputs(self, params: SamplingParams, *, match_stop_strings: bool) -> RequestOutputs:

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 import openvino_genai
 
 from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
+from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -46,6 +47,11 @@ from appliance.graphfiles import Graph
 __all__ = ["BatchingEngine"]
 
 _STATUS = openvino_genai.GenerationStatus
+
+COMMANDS_PER_STEP_S = 0.05
+"""Time spent on waiting commands (each prompt rendered and tokenized) before the next step while
+requests run: a burst of large prompts or /tokenize bodies then delays each step by about one
+prompt's preparation, not by all of them."""
 
 
 @dataclass
@@ -75,17 +81,20 @@ class BatchingEngine(Engine):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def run(self, conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+    def run(self, conn: Connection, inbox: Inbox) -> None:
         last_stats = 0.0
         while True:
             events: list[EngineEvent] = []
             idle = not self.active
             try:
                 command = inbox.get(timeout=STATS_INTERVAL_S) if idle else inbox.get_nowait()
+                started = time.monotonic()
                 while True:
                     if isinstance(command, Shutdown):
                         return
                     self._handle(command, events)
+                    if self.active and time.monotonic() - started > COMMANDS_PER_STEP_S:
+                        break  # the rest wait for the next step
                     command = inbox.get_nowait()
             except queue.Empty:
                 pass

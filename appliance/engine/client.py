@@ -3,7 +3,9 @@
 `EngineClient.submit()` sends a request and waits for the engine to accept it (so a bad prompt is a
 clean 4xx before any response starts), then returns a `RequestStream` to iterate `Delta`s and the
 `Finished` of each returned sequence. Closing the stream early cancels the request inside the
-pipeline. `tokenize()` / `detokenize()` use the engine's tokenizer without generating.
+pipeline. `tokenize()` / `detokenize()` use the engine's tokenizer without generating; they are
+admitted like generations (counted in `in_flight`, under `max_queued_requests`, within
+`request_timeout_seconds`), and abandoned when their caller is cancelled (the client left).
 
 The event loop never blocks on the engine: frames from the engine are read with `loop.add_reader`,
 frames to it are written by a thread (a large prompt must not wait for the pipe buffer on the loop).
@@ -145,11 +147,7 @@ class RequestStream:
         return event
 
     def timed_out(self) -> RequestTimedOut:
-        timeout = self._client.graph.limits.request_timeout_seconds
-        return RequestTimedOut(
-            f"The request ran longer than model '{self._client.name}' allows "
-            f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
-        )
+        return _timed_out(self._client.name, self._client.graph.limits.request_timeout_seconds)
 
     def cancel(self) -> None:
         """Stop generating (the client went away); the engine frees the request's KV blocks."""
@@ -223,6 +221,8 @@ class EngineClient:
         self.tools = ToolFormat(graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
         """How tools reach this model's prompt and how its calls are read (known once loaded)."""
         self._reserved = 0
+        self._asking = 0
+        """Tokenize and detokenize commands sent and not answered."""
         self._on_fatal = on_fatal
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn = None
@@ -250,8 +250,9 @@ class EngineClient:
 
     @property
     def in_flight(self) -> int:
-        """Requests submitted and not finished, plus those holding a `reserve()`d place."""
-        return len(self._streams) + self._reserved
+        """Requests submitted and not finished, plus those holding a `reserve()`d place, plus
+        tokenize/detokenize commands not answered yet."""
+        return len(self._streams) + self._reserved + self._asking
 
     @property
     def silent_seconds(self) -> float:
@@ -422,15 +423,30 @@ class EngineClient:
         return answer.text
 
     async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
-        self._check_ready()
+        # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
+        # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
+        self._admit()
         request_id = next(_ids)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
+        self._asking += 1
         self._outbox.put(encoder.encode(command(request_id)))
+        timeout = self.graph.limits.request_timeout_seconds
         try:
-            return await answer
+            return await (asyncio.wait_for(answer, timeout) if timeout else answer)
+        except TimeoutError:
+            self._abandon(request_id)
+            raise _timed_out(self.name, timeout) from None
+        except asyncio.CancelledError:
+            self._abandon(request_id)  # the client left: the engine skips it unless already started
+            raise
         finally:
             self._pending.pop(request_id, None)
+            self._asking -= 1
+
+    def _abandon(self, request_id: int) -> None:
+        if request_id in self._pending:
+            self._outbox.put(encoder.encode(Cancel(request_id=request_id)))
 
     def _cancel(self, request_id: int) -> None:
         stream = self._streams.pop(request_id, None)
@@ -623,6 +639,13 @@ class EngineClient:
         await asyncio.sleep(delay)
         if self.state == "restarting":
             self.start()
+
+
+def _timed_out(model: str, timeout: float) -> RequestTimedOut:
+    return RequestTimedOut(
+        f"The request ran longer than model '{model}' allows "
+        f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
+    )
 
 
 def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:

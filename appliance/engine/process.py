@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import signal
 import threading
 import time
@@ -21,6 +20,7 @@ from multiprocessing.connection import Connection
 
 from appliance.engine.base import Engine
 from appliance.engine.batching import BatchingEngine
+from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
 from appliance.engine.stateful import StatefulEngine
 from appliance.engine.templates import template_tools
@@ -61,7 +61,7 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
             )
         )
     )
-    inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+    inbox = Inbox()
     threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
     try:
         engine.run(conn, inbox)
@@ -72,7 +72,7 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
         raise SystemExit(1) from None
 
 
-def _read_commands(conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+def _read_commands(conn: Connection, inbox: Inbox) -> None:
     # recv_bytes releases the GIL while it waits; EOF means the server is gone: stop.
     decoder = ToEngineDecoder()
     try:

@@ -37,6 +37,7 @@ from typing import Any
 import openvino_genai
 
 from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
+from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -111,7 +112,7 @@ class StatefulEngine(Engine):
 
     # -- main thread: commands --------------------------------------------------------------
 
-    def run(self, conn: Connection, inbox: queue.SimpleQueue[object]) -> None:
+    def run(self, conn: Connection, inbox: Inbox) -> None:
         self._conn = conn
         threading.Thread(target=self._generate_forever, name="generate", daemon=True).start()
         last_stats = 0.0

@@ -104,6 +104,12 @@ class Limits(_Config):
     """Messages one chat request may carry, and content parts plus tool calls over all of them:
     the engine renders every message through the chat template before it can count tokens, so
     many tiny messages stall the model (600,000 took 11 s on one core)."""
+    max_prompt_chars: NonNegativeInt = 0
+    """Characters of text one prompt may hold, counted before anything is rendered or tokenized:
+    every string of a chat request the template sees (names, tool calls, tool definitions and
+    template variables included), a completions prompt, an `/invocations` input, a `/tokenize`
+    body. Tokenizing runs on the thread that steps the pipeline (about 1 s per MB on 2 cores), so
+    every stream of the model waits for it. 0: 32 characters per token of the context."""
     max_stop_sequences: Annotated[int, msgspec.Meta(ge=0, le=64)] = 4
     """Stop strings one request may give (OpenAI allows 4)."""
     max_stop_sequence_chars: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 256

@@ -35,6 +35,7 @@ from appliance.protocol.lmi import (
 from appliance.protocol.openai import CompletionRequest
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import openai as openai_service
+from appliance.service.prompt_limits import check_prompt
 from appliance.service.streams import finish_reason, merged
 
 __all__ = [
@@ -179,6 +180,9 @@ async def open_generation(engine: EngineClient, request: InvocationRequest) -> G
     try:
         completion = _completion_request(engine.name, request)
         inputs = [request.inputs] if isinstance(request.inputs, str) else request.inputs
+        for index, text in enumerate(inputs):
+            param = "inputs" if isinstance(request.inputs, str) else f"inputs[{index}]"
+            check_prompt(text, engine.graph, engine.max_context, param)
         prefill = []
         if request.parameters.decoder_input_details:
             # Prompt log probabilities are not computed by the engine: ids and texts only.

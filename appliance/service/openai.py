@@ -16,7 +16,7 @@ from appliance.service.completion_output import completion, completion_chunks
 from appliance.service.constraints import constrained_output
 from appliance.service.field_policy import COMPLETIONS, STREAM_OPTIONS, check_fields
 from appliance.service.images import ImageParts, check_prompt_text
-from appliance.service.prompt_limits import check_messages
+from appliance.service.prompt_limits import check_messages, check_prompt, check_token_ids
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
 from appliance.service.tool_prompt import shown_tools
@@ -36,9 +36,11 @@ async def open_completion(
     check_fields(request, COMPLETIONS)
     check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
     prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
-    if engine.graph.accepts_images:
-        for index, prompt in enumerate(prompts):
-            check_prompt_text(prompt, "prompt" if isinstance(request.prompt, str) else f"prompt[{index}]")
+    for index, prompt in enumerate(prompts):
+        param = "prompt" if isinstance(request.prompt, str) else f"prompt[{index}]"
+        check_prompt(prompt, engine.graph, engine.max_context, param)
+        if engine.graph.accepts_images:
+            check_prompt_text(prompt, param)
     if request.logprobs:
         raise InvalidRequest(
             "logprobs above 0 is not supported: the engine reports only the chosen token's log "
@@ -72,10 +74,11 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
     if (request.prompt is None) == (request.messages is None):
         raise InvalidRequest("Send either prompt or messages.", param="prompt" if request.prompt else "messages")
     if request.prompt is not None:
+        check_prompt(request.prompt, engine.graph, engine.max_context, "prompt")
         prompt: ChatPrompt | TextPrompt = TextPrompt(text=request.prompt)
         add_special_tokens = True if request.add_special_tokens is None else request.add_special_tokens
     else:
-        check_messages(request.messages, engine.graph, engine.max_context)
+        check_messages(request.messages, engine.graph, engine.max_context, request.tools, request.chat_template_kwargs)
         images = ImageParts(engine.graph, engine.vision_tokens, engine.image_fit)
         messages = chat_messages(request.messages, images)
         if images:
@@ -94,4 +97,6 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
 
 
 async def detokenize(engine: EngineClient, request: DetokenizeRequest) -> DetokenizeResponse:
+    """The text of token ids (at most one context of them)."""
+    check_token_ids(request.tokens, engine.max_context)
     return DetokenizeResponse(prompt=await engine.detokenize(request.tokens))

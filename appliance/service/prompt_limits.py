@@ -1,47 +1,71 @@
-"""Cheap limits on a chat request's messages, checked before any work grows with them.
+"""The one bound on what a request asks the engine to render or tokenize, checked before any work
+grows with it, on every route: chat (and the Responses API and `/invocations` chat bodies built on
+it), completions, `/invocations` inputs, `/tokenize` and `/detokenize`.
 
-The engine renders every message through the chat template and tokenizes the result before it can
-count tokens (and refuse a prompt beyond the context), on the thread that steps the pipeline, so
-every stream of the model waits meanwhile; the server's own pass over the messages runs on the
-event loop. Measured with the demo model on one core: 600,000 one-letter messages (18 MB) took 1.3 s
-of event loop and 11 s of engine before their 400; 8 MB of CJK text took 4.3 s to tokenize. The
-checks here need only lengths the request already holds:
+The engine renders messages through the chat template and tokenizes the result before it can count
+tokens (and refuse a prompt beyond the context), on the thread that steps the pipeline, so every
+stream of the model waits meanwhile. Measured on one core before these checks: 600,000 one-letter
+messages (18 MB) took 1.3 s of event loop and 11 s of engine before their 400; a 30 MB completions
+prompt paused every stream of demo-smol for 40-56 s; six concurrent 20 MB `/tokenize` bodies kept
+demo-chat silent long enough for its watchdog to kill it. The checks need only lengths the request
+already holds:
 
 - messages, and content parts plus tool calls over all messages, each at most `max_messages`;
-- characters of text (tool definitions included) at most `CHARS_PER_TOKEN` per token of the
-  model's context; at most `MAX_TOOLS` tools.
+- at most `MAX_TOOLS` tools;
+- characters of text at most `prompt_chars(...)` per prompt: every string the chat template or the
+  tokenizer sees (contents, names, tool call ids, function names and arguments, reasoning_content,
+  tool definitions and template variables as JSON), or a raw prompt (each of a list on its own, as
+  each is its own engine request);
+- `/detokenize`: at most one context of token ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 
-from appliance.errors import InvalidRequest
+from appliance.errors import ContextLengthExceeded, InvalidRequest
 from appliance.graphfiles import Graph
-from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool
+from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool, ToolMessage
 
-__all__ = ["CHARS_PER_TOKEN", "MAX_TOOLS", "check_messages"]
+__all__ = ["CHARS_PER_TOKEN", "MAX_TOOLS", "check_messages", "check_prompt", "check_token_ids", "prompt_chars"]
 
 MAX_TOOLS = 128
 """Tools per request (OpenAI's own limit)."""
 
 CHARS_PER_TOKEN = 32
-"""Text allowed per token of context before counting tokens. Ordinary text runs 3 to 5 characters
-per token (CJK 1 to 2); a prompt above 32 on average is made of runs such as long rules of '#' or
-spaces, which tokenizers do merge into long tokens (the demo vocabulary has one of 64 '#'), so
-such a prompt may fit and still be refused: a bound, not a count. Not counted: reasoning_content,
-which chat templates often drop from earlier turns."""
+"""Text allowed per token of context before counting tokens, unless the graph sets
+`limits.max_prompt_chars`. Ordinary text runs 3 to 5 characters per token (CJK 1 to 2); a prompt
+above 32 on average is made of runs such as long rules of '#' or spaces, which tokenizers do merge
+into long tokens (the demo vocabulary has one of 64 '#'), so such a prompt may fit and still be
+refused: a bound, not a count."""
+
+
+def prompt_chars(graph: Graph, max_context: int) -> int:
+    """Characters of text one prompt may hold: `limits.max_prompt_chars`, else `CHARS_PER_TOKEN`
+    per token of `max_context` (0, the context still unknown: not bounded)."""
+    return graph.limits.max_prompt_chars or max_context * CHARS_PER_TOKEN
+
+
+def check_prompt(text: str, graph: Graph, max_context: int, param: str) -> None:
+    """Refuse (400 `context_length_exceeded`, naming `param`) a raw prompt above `prompt_chars`."""
+    _check_length(len(text), graph, max_context, param, "the prompt holds")
 
 
 def check_messages(
-    messages: Sequence[Message], graph: Graph, max_context: int, tools: Sequence[Tool] | None = None
+    messages: Sequence[Message],
+    graph: Graph,
+    max_context: int,
+    tools: Sequence[Tool] | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse (400, param "messages" or "tools") a conversation too large to be worth rendering.
 
     `max_context`: the model's context in tokens (0 while unknown: the text is not bounded).
-    `tools` are rendered into the prompt too: at most MAX_TOOLS, their JSON counted as text.
+    `tools` and `template_kwargs` are rendered into the prompt too: at most MAX_TOOLS tools, and
+    the JSON of both counted as text.
     """
     if tools and len(tools) > MAX_TOOLS:
         raise InvalidRequest(
@@ -71,19 +95,36 @@ def check_messages(
             param="messages",
             code="array_above_max_length",
         )
-    if not max_context:
-        return
-    chars = sum(_text_length(message) for message in messages) + (len(msgspec.json.encode(tools)) if tools else 0)
-    bound = max_context * CHARS_PER_TOKEN
-    if chars > bound:
+    chars = sum(_text_length(message) for message in messages)
+    chars += _json_length(tools) + _json_length(template_kwargs)
+    _check_length(chars, graph, max_context, "messages", "the messages, tools and template variables hold")
+
+
+def check_token_ids(tokens: Sequence[int], max_context: int) -> None:
+    """Refuse (400, param "tokens") more token ids than one context holds: no text the model read
+    or wrote is longer, and decoding them runs on the thread that steps the pipeline."""
+    if max_context and len(tokens) > max_context:
         raise InvalidRequest(
-            f"This model's maximum context length is {max_context} tokens, and the messages hold "
-            f"{chars} characters of text (tool definitions included): more than {CHARS_PER_TOKEN} per token of that context "
-            f"({bound}), which the server refuses without counting tokens. Please reduce the length "
-            "of the messages.",
-            param="messages",
-            code="context_length_exceeded",
+            f"Too many tokens: {len(tokens)}; this model's context holds {max_context}.",
+            param="tokens",
+            code="array_above_max_length",
         )
+
+
+def _check_length(chars: int, graph: Graph, max_context: int, param: str, what: str) -> None:
+    bound = prompt_chars(graph, max_context)
+    if bound and chars > bound:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {max_context} tokens, and {what} {chars} "
+            f"characters of text: more than the {bound} it accepts (limits.max_prompt_chars, by default "
+            f"{CHARS_PER_TOKEN} per token of context), refused without counting tokens. Please reduce "
+            "the length of the prompt.",
+            param=param,
+        )
+
+
+def _json_length(value: object) -> int:
+    return len(msgspec.json.encode(value)) if value else 0
 
 
 def _text_length(message: Message) -> int:
@@ -94,6 +135,13 @@ def _text_length(message: Message) -> int:
         length = len(content)
     else:
         length = sum(len(part.text) for part in content if isinstance(part, TextPart))
-    if isinstance(message, AssistantMessage) and message.tool_calls:
-        length += sum(len(call.function.arguments) for call in message.tool_calls)
+    name = getattr(message, "name", None)
+    if isinstance(name, str):
+        length += len(name)
+    if isinstance(message, AssistantMessage):
+        for call in message.tool_calls or ():
+            length += len(call.id) + len(call.function.name) + len(call.function.arguments)
+        length += len(message.reasoning_content or "")
+    elif isinstance(message, ToolMessage):
+        length += len(message.tool_call_id)
     return length

@@ -191,7 +191,7 @@ def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None
         # The same prompt for /tokenize; tool_choice none shows no tools.
         tokenized = client.post("/tokenize", json={"model": "fake", "messages": messages, "tools": [WEATHER]})
         assert tokenized.status_code == 200
-        assert engine.tokenized[-1].prompt.messages == prompt.messages
+        assert engine.asked[-1].prompt.messages == prompt.messages
         assert chat(client, tools=[WEATHER], tool_choice="none").status_code == 200
         assert engine.submitted[-1].prompt.messages[0]["role"] == "user"
 

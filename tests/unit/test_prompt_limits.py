@@ -14,7 +14,13 @@ from appliance.errors import InvalidRequest
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service.prompt_limits import CHARS_PER_TOKEN, check_messages
+from appliance.service.prompt_limits import (
+    CHARS_PER_TOKEN,
+    check_messages,
+    check_prompt,
+    check_token_ids,
+    prompt_chars,
+)
 from tests.fakes import FakeEngineClient
 
 GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))
@@ -28,9 +34,11 @@ def _messages(*messages: dict) -> list:
     ).messages
 
 
-def _refusal(messages: list, max_context: int = 0, tools: list | None = None) -> InvalidRequest:
+def _refusal(
+    messages: list, max_context: int = 0, tools: list | None = None, template_kwargs: dict | None = None
+) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
-        check_messages(messages, GRAPH, max_context, tools)
+        check_messages(messages, GRAPH, max_context, tools, template_kwargs)
     assert info.value.status == 400 and info.value.param == "messages"
     return info.value
 
@@ -64,10 +72,61 @@ def test_text_is_bounded_by_the_context() -> None:
     check_messages(_messages({"role": "user", "content": "x" * (bound + 1)}), GRAPH, 0)  # context unknown
     error = _refusal(_messages(*fits, {"role": "user", "content": "z"}), max_context=10)
     assert error.code == "context_length_exceeded" and "10 tokens" in error.message
+    assert "refused without counting tokens" in error.message
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "a" * (bound + 1)}}
     _refusal(_messages({"role": "assistant", "tool_calls": [call]}), max_context=10)
-    # Reasoning of earlier turns is often dropped by the template: not counted.
-    check_messages(_messages({"role": "assistant", "content": "", "reasoning_content": "r" * (bound + 1)}), GRAPH, 10)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "", "name": "N"},
+        {"role": "system", "content": "", "name": "N"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "N", "type": "function", "function": {"name": "f", "arguments": ""}}],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "N", "arguments": ""}}],
+        },
+        {"role": "assistant", "content": "", "reasoning_content": "N"},
+        {"role": "tool", "content": "", "tool_call_id": "N"},
+    ],
+)
+def test_every_text_the_template_sees_is_counted(message: dict) -> None:
+    """Names, tool call ids and function names, reasoning: chat templates render them all (a 30 MB
+    function name used to reach the engine)."""
+    bound = 10 * CHARS_PER_TOKEN
+    fits = json.loads(json.dumps(message).replace('"N"', json.dumps("n" * (bound - 8))))
+    check_messages(_messages(fits), GRAPH, 10)
+    above = json.loads(json.dumps(message).replace('"N"', json.dumps("n" * (bound + 1))))
+    _refusal(_messages(above), max_context=10)
+
+
+def test_template_variables_are_counted() -> None:
+    bound = 10 * CHARS_PER_TOKEN
+    check_messages(_messages(TEXT), GRAPH, 10, template_kwargs={"k": "v" * (bound // 2)})
+    _refusal(_messages(TEXT), max_context=10, template_kwargs={"k": "v" * bound})
+
+
+def test_the_graph_may_set_the_bound() -> None:
+    graph = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_prompt_chars=100))
+    assert prompt_chars(graph, 10) == 100 and prompt_chars(GRAPH, 10) == 10 * CHARS_PER_TOKEN
+    assert prompt_chars(GRAPH, 0) == 0  # the context still unknown: not bounded
+    check_prompt("x" * 100, graph, 10, "prompt")
+    with pytest.raises(InvalidRequest) as info:
+        check_prompt("x" * 101, graph, 10, "prompt[3]")
+    assert info.value.param == "prompt[3]" and info.value.code == "context_length_exceeded"
+    assert "limits.max_prompt_chars" in info.value.message and "101 characters" in info.value.message
+
+
+def test_token_ids_are_bounded_by_the_context() -> None:
+    check_token_ids([1] * 10, 10)
+    check_token_ids([1] * 11, 0)
+    with pytest.raises(InvalidRequest) as info:
+        check_token_ids([1] * 11, 10)
+    assert info.value.param == "tokens" and info.value.code == "array_above_max_length"
 
 
 @pytest.fixture
@@ -125,4 +184,48 @@ def test_tools_are_counted_and_their_definitions_are_text() -> None:
     assert info.value.param == "tools" and info.value.code == "array_above_max_length"
     check_messages(_messages(TEXT), GRAPH, 10, tools(1, "d" * (5 * CHARS_PER_TOKEN)))
     error = _refusal(_messages(TEXT), max_context=10, tools=tools(1, "d" * (10 * CHARS_PER_TOKEN)))
-    assert "tool definitions included" in error.message
+    assert "tools and template variables" in error.message
+
+
+BIG = "x" * (64 * CHARS_PER_TOKEN + 1)
+CALL_NAMED_BIG = {"id": "c", "type": "function", "function": {"name": BIG, "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/completions", {"prompt": BIG}, "prompt"),
+        ("/v1/completions", {"prompt": ["ok", BIG]}, "prompt[1]"),
+        ("/tokenize", {"prompt": BIG}, "prompt"),
+        ("/tokenize", {"messages": [{"role": "user", "content": "hi", "name": BIG}]}, "messages"),
+        ("/tokenize", {"messages": [TEXT], "chat_template_kwargs": {"k": BIG}}, "messages"),
+        ("/v1/chat/completions", {"messages": [TEXT, {"role": "assistant", "tool_calls": [CALL_NAMED_BIG]}]}, "messages"),
+        ("/v1/chat/completions", {"messages": [TEXT, {"role": "tool", "tool_call_id": BIG, "content": ""}]}, "messages"),
+        ("/v1/responses", {"input": BIG}, "input"),
+        ("/invocations", {"inputs": BIG}, None),
+        ("/invocations", {"inputs": ["ok", BIG]}, None),
+        ("/detokenize", {"tokens": [1] * 65}, "tokens"),
+    ],
+)  # fmt: skip
+def test_every_route_bounds_the_prompt_before_the_engine(path: str, body: dict, param: str | None) -> None:
+    engine = FakeEngineClient(Graph(name="fake", model_path="/nonexistent"))
+    app = create_app(ModelRegistry([engine]), max_body_size=1 << 20)
+
+    async def start_fake(_app) -> None:
+        engine.start()
+        engine.max_context = 64
+
+    app.on_startup.append(start_fake)
+    with TestClient(app) as test_client:
+        # LMI's body names no model: the route chooses it.
+        response = test_client.post(path, json=body if path == "/invocations" else {"model": "fake", **body})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    if param is None:  # LMI's error body: the message only
+        assert "limits.max_prompt_chars" in error
+    else:
+        assert (error["param"], error["code"]) == (
+            param,
+            body.get("tokens") and "array_above_max_length" or "context_length_exceeded",
+        )
+    assert engine.submitted == [] and engine.asked == []
