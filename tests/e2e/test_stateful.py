@@ -83,22 +83,33 @@ def test_health_names_the_pipelines(stateful_server: RunningServer) -> None:
     assert models["demo-chat"]["pipeline"] == "LM_CB"
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [
-        {"max_tokens": 40},
-        {"max_tokens": 60, "extra_body": {"ignore_eos": True}},
-        {"max_tokens": 40, "stop": ["e"]},
-        {"max_tokens": 40, "stop": ["license", "ab"]},
-        {"max_tokens": 40, "extra_body": {"stop_token_ids": [7]}},
-    ],
-)
-def test_greedy_answers_equal_continuous_batching(client: openai.OpenAI, extra: dict) -> None:
-    stateful, batched = _answer(client, "sf-chat", **extra), _answer(client, "demo-chat", **extra)
-    assert stateful.choices[0].message.content == batched.choices[0].message.content
-    assert stateful.choices[0].finish_reason == batched.choices[0].finish_reason
-    assert stateful.usage.model_dump() == batched.usage.model_dump()
-    assert _streamed(client, "sf-chat", **extra) == _streamed(client, "demo-chat", **extra)
+def _cut(text: str, stops: list[str]) -> str:
+    found = [text.index(stop) for stop in stops if stop in text]
+    return text[: min(found)] if found else text
+
+
+@pytest.mark.parametrize("model", ["sf-chat", "demo-chat"])
+def test_greedy_answers_follow_the_request_on_both_pipelines(client: openai.OpenAI, model: str) -> None:
+    """The same rules on the stateful and the batching pipeline. (Their greedy texts are not
+    compared with each other: on CPUs with AVX-512 the two pipelines' kernels round differently,
+    and the random model's near-tied logits then pick other tokens after a few steps.)"""
+    full = _answer(client, model, max_tokens=40)
+    text = full.choices[0].message.content
+    assert full.choices[0].finish_reason == "length" and full.usage.completion_tokens == 40
+    assert _streamed(client, model, max_tokens=40) == text
+    longer = _answer(client, model, max_tokens=60, extra_body={"ignore_eos": True})
+    assert longer.usage.completion_tokens == 60 and longer.choices[0].message.content.startswith(text)
+    for stops in (["e"], ["license", "ab"], [text[5:8]]):
+        cut = _answer(client, model, max_tokens=40, stop=stops)
+        expected = _cut(text, stops)
+        assert cut.choices[0].message.content == expected, stops
+        assert cut.choices[0].finish_reason == ("stop" if expected != text else "length")
+    stopped = _answer(client, model, max_tokens=40, extra_body={"stop_token_ids": [7]})
+    if stopped.choices[0].finish_reason == "length":
+        assert stopped.choices[0].message.content == text
+    else:
+        assert stopped.choices[0].finish_reason == "stop" and stopped.usage.completion_tokens < 40
+    assert text.startswith(stopped.choices[0].message.content)
 
 
 def test_stop_string_ends_generation_at_its_first_occurrence(client: openai.OpenAI) -> None:
