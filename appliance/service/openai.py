@@ -87,4 +87,13 @@ async def tokenize(engine: EngineClient, request: TokenizeRequest) -> TokenizeRe
 
 
 async def detokenize(engine: EngineClient, request: DetokenizeRequest) -> DetokenizeResponse:
+    """The text of token ids, at most one context of them: no text the model read or wrote is
+    longer, and the answer grows with the ids (24 MB of one 64-character token's id made a 300 MB
+    answer, decoded for 38 s on the thread that steps the pipeline)."""
+    if engine.max_context and len(request.tokens) > engine.max_context:
+        raise InvalidRequest(
+            f"Too many tokens: {len(request.tokens)}; this model's context holds {engine.max_context}.",
+            param="tokens",
+            code="array_above_max_length",
+        )
     return DetokenizeResponse(prompt=await engine.detokenize(request.tokens))
