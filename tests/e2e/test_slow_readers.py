@@ -69,6 +69,12 @@ def _closed_by_server(sock: socket.socket) -> bool:
     return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
 
 
+def _requests(server: RunningServer) -> list[dict]:
+    """The access log's request lines so far."""
+    lines = server.log().splitlines()
+    return [json.loads(line.split("appliance.access: ")[1]) for line in lines if "appliance.access: " in line]
+
+
 def _wait(condition, timeout: float) -> float:
     started = time.monotonic()
     while not condition():
@@ -115,8 +121,8 @@ def test_clients_that_never_read_are_dropped_and_their_generation_cancelled(serv
 
         _wait(both_dropped, 300)
         dropped_after = time.monotonic() - started
-        # Cancelled, not finished: the stream had thousands of tokens to go.
-        idle = server.wait_idle("demo-smol", timeout=30)
+    # Cancelled, not finished: the stream had thousands of tokens to go (the neighbour has stopped).
+    idle = server.wait_idle("demo-smol", timeout=30)
     after = _rss_mb(server)
     print(
         f"dropped {dropped_after:.1f} s after sending; server RSS {before:.0f} MB before, "
@@ -125,9 +131,9 @@ def test_clients_that_never_read_are_dropped_and_their_generation_cancelled(serv
     assert idle["in_flight"] == 0 and idle["running"] == 0, idle
     for sock in (stream, whole):
         sock.close()
-    log = server.log()
-    assert "write_timeout" in log
-    requests = [json.loads(line.split("appliance.access: ")[1]) for line in log.splitlines() if "access: " in line]
+    assert "write_timeout" in server.log()
+    _wait(lambda: any(entry.get("finish_reason") == "cancelled" for entry in _requests(server)), 30)
+    requests = _requests(server)
     dropped = [entry for entry in requests if entry.get("finish_reason") == "cancelled"]
     assert [entry["model"] for entry in dropped] == ["demo-smol"], dropped
     assert dropped[0]["completion_tokens"] < LONG_GENERATION
