@@ -1,5 +1,5 @@
-"""HTTP connections from clients that do not play fair: read deadlines, a connection cap, and
-accept errors logged sparingly.
+"""HTTP connections from clients that do not play fair: read and write deadlines, a connection cap,
+and accept errors logged sparingly.
 
 uvicorn (0.54, h11) closes a connection that idles between requests (`timeout_keep_alive`), but
 sets no deadline while a request arrives: a client that sent half its headers, or a body shorter
@@ -10,9 +10,16 @@ unit's file descriptors (issue 21). `guarded_protocol` adds, per connection:
   after the connection opens or the previous response ends (a trickle of bytes does not extend
   it); then 408 and close;
 - a body deadline: the body must keep coming, no pause longer than `body_timeout`, and arrive
-  within `body_timeout` plus one second per `BODY_BYTES_PER_SECOND` received; then the
-  connection closes (the handler sees a disconnect). Time the server itself stopped reading
-  (flow control) does not count;
+  within `body_timeout` plus one second per `BYTES_PER_SECOND` received; then the connection
+  closes (the handler sees a disconnect). Time the server itself stopped reading (flow control)
+  does not count;
+- a write deadline: once the answer fills the transport's buffer (asyncio pauses writing above
+  64 KiB), the client must take some of it at least every `write_timeout` seconds, and all it
+  holds within `write_timeout` plus one second per `BYTES_PER_SECOND` taken; else the
+  connection is dropped, its buffer discarded (the handler sees a disconnect and the generation
+  is cancelled). uvicorn stops a stream while writing is paused, but the engine goes on, and a
+  non-streaming answer is written whole: a client that never reads used to hold its answer in
+  the server for as long as it stayed connected (issue 28);
 - a cap: beyond `max_connections`, the connection that has waited longest for its request
   headers is closed to make room, or, when every connection is busy with a request, the new one
   gets 503 and is closed at once; the server never runs out of file descriptors for its models,
@@ -29,22 +36,24 @@ import errno
 import json
 import logging
 import resource
+import socket
+import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ACCEPT_BACKLOG", "BODY_BYTES_PER_SECOND", "ConnectionLimits", "SparseLog", "event_loop", "guarded_protocol"]
+__all__ = ["ACCEPT_BACKLOG", "BYTES_PER_SECOND", "ConnectionLimits", "SparseLog", "event_loop", "guarded_protocol"]
 
 log = logging.getLogger("appliance.connections")
 
-BODY_BYTES_PER_SECOND = 64 * 1024
-"""Each 64 KiB of body received extends its deadline by a second: a large upload on a slow link
-fits, a trickle of bytes does not."""
+BYTES_PER_SECOND = 64 * 1024
+"""Each 64 KiB of body received, or of answer taken, extends its deadline by a second: a large
+upload or answer on a slow link fits, a trickle of bytes does not."""
 
 _FD_RESERVE = 256
 """Descriptors kept free beside the client connections: engine pipes, image downloads, logs."""
@@ -64,6 +73,7 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 1000
+    write_timeout: float = 30.0
 
     def within_fd_limit(self) -> ConnectionLimits:
         """These limits with `max_connections` lowered to fit the process's open-file limit."""
@@ -77,7 +87,7 @@ class ConnectionLimits:
             fitted,
             soft,
         )
-        return ConnectionLimits(self.header_timeout, self.body_timeout, fitted)
+        return replace(self, max_connections=fitted)
 
 
 class SparseLog:
@@ -155,6 +165,9 @@ class _GuardedH11Protocol(H11Protocol):
         self._waiting_since = 0.0
         self._body_started = self._last_data = 0.0
         self._body_bytes = 0
+        self._write_check: asyncio.TimerHandle | None = None
+        self._paused_at = self._last_taken = 0.0
+        self._buffered_at_pause = self._buffered = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -189,6 +202,7 @@ class _GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadline()
+        self._cancel_write_check()
         self._phase = None
         super().connection_lost(exc)
 
@@ -219,7 +233,7 @@ class _GuardedH11Protocol(H11Protocol):
 
     def _body_deadline(self) -> float:
         limits = self.limits
-        whole = self._body_started + limits.body_timeout + self._body_bytes / BODY_BYTES_PER_SECOND
+        whole = self._body_started + limits.body_timeout + self._body_bytes / BYTES_PER_SECOND
         return min(whole, self._last_data + limits.body_timeout)
 
     def _arm(self, at: float) -> None:
@@ -254,6 +268,49 @@ class _GuardedH11Protocol(H11Protocol):
             return
         self._phase = None
         self.transport.close()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_check is None:
+            self._paused_at = self._last_taken = time.monotonic()
+            self._buffered_at_pause = self._buffered = self.transport.get_write_buffer_size()
+            self._write_check = self.loop.call_later(self.limits.write_timeout, self._on_write_check)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._cancel_write_check()
+
+    def _cancel_write_check(self) -> None:
+        if self._write_check is not None:
+            self._write_check.cancel()
+            self._write_check = None
+
+    def _on_write_check(self) -> None:
+        """Writing is still paused: drop the connection unless the client took some of its answer
+        since the last check and keeps to the overall rate. (uvicorn writes nothing more while
+        paused, bar the end of the message it was writing: a smaller buffer is the client's doing.)"""
+        self._write_check = None
+        now, buffered = time.monotonic(), self.transport.get_write_buffer_size()
+        if buffered < self._buffered:
+            self._buffered, self._last_taken = buffered, now
+        limits = self.limits
+        taken = self._buffered_at_pause - buffered
+        deadline = min(
+            self._last_taken + limits.write_timeout,
+            self._paused_at + limits.write_timeout + taken / BYTES_PER_SECOND,
+        )
+        if now < deadline:
+            self._write_check = self.loop.call_later(deadline - now, self._on_write_check)
+            return
+        _sparse.warning("write", "dropped a connection that did not take its answer (write_timeout)")
+        self._phase = None
+        self._cancel_deadline()
+        # A reset, not a close: close() waits for ever for the buffer to be taken, and a closed
+        # socket's kernel buffer (up to tcp_wmem's 4 MiB) would wait for the client too.
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:

@@ -120,7 +120,12 @@ def serve(settings: Settings) -> int:
         timeout_graceful_shutdown=settings.drain_seconds,
         lifespan="on",
         http=guarded_protocol(
-            ConnectionLimits(settings.header_timeout, settings.body_timeout, settings.max_connections).within_fd_limit()
+            ConnectionLimits(
+                header_timeout=settings.header_timeout,
+                body_timeout=settings.body_timeout,
+                max_connections=settings.max_connections,
+                write_timeout=settings.write_timeout,
+            ).within_fd_limit()
         ),
         backlog=ACCEPT_BACKLOG,
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name

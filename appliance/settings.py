@@ -77,6 +77,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             gt=0,
         ),
     ] = 30.0
+    write_timeout: Annotated[
+        float,
+        _about(
+            "seconds an answer may wait for a client that takes none of it (the server's write buffer "
+            "full); it must also take all it was sent within this plus one second per 64 KiB, or the "
+            "connection is dropped and its generation cancelled",
+            "S",
+            gt=0,
+        ),
+    ] = 30.0
     max_connections: Annotated[
         int,
         _about(
