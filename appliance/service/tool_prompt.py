@@ -16,8 +16,11 @@ llama.cpp's generic format and Ollama do):
     </tool_call>
 
 appended to the request's first system message (after a blank line) or as a new first system
-message. Earlier assistant turns' calls are written into their text in the same format when the
-template does not render `tool_calls`. `/tokenize` renders the same prompt.
+message. When the template does not render `tool_calls` either, earlier assistant turns' calls
+are written into their text in the same format. Tool results stay `tool` messages, as the
+template (or OpenVINO GenAI's fallback for it) renders them: measured on SmolLM2-135M, results
+rewritten as `<tool_response>` or plain user text made the Agents SDK's loop call its tool again
+and again. `/tokenize` renders the same prompt.
 """
 
 from __future__ import annotations
