@@ -14,6 +14,7 @@ from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import openai as service
+from appliance.service.field_policy import check_stream_options
 
 __all__ = ["router"]
 
@@ -24,6 +25,7 @@ _STARTED = int(time.time())
 async def chat_completions(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
     record_request(body.model, body.user)  # the access log names the model even when it is unknown
+    check_stream_options(body.stream, body.stream_options)
     call = await open_recorded_chat(request, models.get(body.model), body, media)
     if body.stream:
         return Stream(event_stream(call.chunks()), media_type="text/event-stream", headers=HEADERS)
@@ -34,6 +36,7 @@ async def chat_completions(request: Request, models: ModelRegistry, media: Image
 async def completions(request: Request, models: ModelRegistry) -> Response:
     body = decode_body(await request.body(), CompletionRequest)
     record = record_request(body.model, body.user)
+    check_stream_options(body.stream, body.stream_options)
     engine = models.get(body.model)
     streams = await unless_disconnected(request, service.open_completion(engine, body))
     if record:

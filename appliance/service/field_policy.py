@@ -23,7 +23,16 @@ from msgspec import UNSET
 
 from appliance.errors import InvalidRequest
 
-__all__ = ["CHAT", "COMPLETIONS", "RESPONSES", "STREAM_OPTIONS", "Informative", "Refused", "check_fields"]
+__all__ = [
+    "CHAT",
+    "COMPLETIONS",
+    "RESPONSES",
+    "STREAM_OPTIONS",
+    "Informative",
+    "Refused",
+    "check_fields",
+    "check_stream_options",
+]
 
 log = logging.getLogger("appliance.requests")
 
@@ -123,3 +132,12 @@ def check_fields(request: object, rules: Mapping[str, Rule], where: str = "") ->
                 )
         else:
             log.debug("%s accepted without effect: %s", param, rule.why)
+
+
+def check_stream_options(stream: bool | None, stream_options: object | None) -> None:
+    """`stream_options` only with `stream: true`: OpenAI and vLLM answer 400 otherwise, and a
+    client that sends it expects a stream (its usage chunk) it would not get."""
+    if stream_options is not None and not stream:
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
+        )

@@ -55,7 +55,7 @@ from appliance.protocol.responses import (
     TextFormatText,
 )
 from appliance.service.chat import ChatCall
-from appliance.service.field_policy import RESPONSES, STREAM_OPTIONS, check_fields
+from appliance.service.field_policy import RESPONSES, STREAM_OPTIONS, check_fields, check_stream_options
 from appliance.service.response_store import ResponseStore, StoredResponse
 from appliance.service.responses_input import InputMessages, input_messages
 from appliance.service.responses_output import ResponseEvents, object_id
@@ -106,6 +106,7 @@ class ResponsePlan:
 def _check_options(body: ResponsesRequest) -> None:
     check_fields(body, RESPONSES)
     check_fields(body.stream_options, STREAM_OPTIONS, "stream_options")
+    check_stream_options(body.stream, body.stream_options)
     if body.text is not None and body.text.verbosity not in (None, "medium"):
         raise _unsupported(
             "text.verbosity is not supported: no model here is trained to follow it; 'medium' (OpenAI's "

@@ -148,3 +148,10 @@ def test_out_of_range_token_ids_are_400_without_python_reprs(server) -> None:
     assert lmi.status_code == 400
     for text in (error["message"], lmi.text):
         assert "0x" not in text and "object at" not in text and "Invoked with" not in text
+
+
+def test_stream_options_without_a_stream_is_refused(server) -> None:
+    # What OpenAI and vLLM answer, and what vLLM's own test suite sends.
+    body = {"model": MODEL, "messages": USER, "stream_options": {"include_usage": True}}
+    assert_error(post(server, body), 400, param="stream_options")
+    assert_error(post(server, {**body, "stream": False}), 400, param="stream_options")

@@ -50,7 +50,6 @@ INFORMATIVE_CHAT = {
     "safety_identifier": "user-hash",
     "prediction": {"type": "content", "content": "three two"},
     "user": "someone",
-    "stream_options": {"include_obfuscation": False},
 }
 
 
@@ -157,3 +156,15 @@ def test_the_docs_table_sorts_every_field_as_the_server_does(column: int, struct
     for name, group in groups.items():
         if group == "honoured":
             assert name not in rules, name
+
+
+def test_stream_options_only_with_a_stream(client: TestClient) -> None:
+    body = {"model": "fake", "messages": [{"role": "user", "content": "one two"}]}
+    options = {"stream_options": {"include_obfuscation": False, "include_usage": True}}
+    for route in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
+        request = {"model": "fake", "prompt": "one two"} if route == "/v1/completions" else body
+        if route == "/v1/responses":  # its stream_options hold include_obfuscation only
+            request, options = {"model": "fake", "input": "one two"}, {"stream_options": {"include_obfuscation": False}}
+        refused = client.post(route, json={**request, **options})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "stream_options", refused.text
+        assert client.post(route, json={**request, **options, "stream": True}).status_code == 200

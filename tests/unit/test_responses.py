@@ -288,7 +288,6 @@ def test_informative_fields_are_accepted(client: TestClient) -> None:
         background=False,
         truncation="disabled",
         include=["reasoning.encrypted_content"],
-        stream_options={"include_obfuscation": False},
         text={"format": {"type": "text"}, "verbosity": "medium"},
         user="someone",
     )
