@@ -75,10 +75,13 @@ async def invocations(
 ) -> Response:
     """LMI rolling-batch / dynamic-batch generation, or chat completions when `messages` is sent."""
     raw = await request.body()
-    engine = lmi.invocation_engine(models, lmi_options, model)
     parsed = _parsed(raw)
     if isinstance(parsed, dict) and "messages" in parsed:
-        return await _chat(request, engine, parsed, media, lmi_options)
+        request.state.openai_errors = True  # a chat body's errors keep OpenAI's envelope
+        # A chat body's own `model` chooses, when the path names none; the default only without.
+        named = model or (parsed["model"] if isinstance(parsed.get("model"), str) else None)
+        return await _chat(request, lmi.invocation_engine(models, lmi_options, named), parsed, media, lmi_options)
+    engine = lmi.invocation_engine(models, lmi_options, model)
     # A body that is not JSON goes to the typed decoder, whose error names what is wrong.
     body = decode_body(raw, InvocationRequest) if parsed is _NOT_JSON else convert_body(parsed, InvocationRequest)
     record = record_request(engine.name, None)

@@ -328,6 +328,19 @@ def test_invocations_needs_the_setting_with_two_models(server: RunningServer) ->
     assert "invocations_model" in response.json()["error"]
 
 
+def test_a_chat_body_names_its_model_among_several(server: RunningServer) -> None:
+    # LMI's chat schema makes `model` optional: given, it chooses; absent, the setting must.
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    for name in ("demo-chat", "demo-vision"):
+        response = httpx.post(f"{server.url}/invocations", json={**chat, "model": name}, timeout=60)
+        assert response.status_code == 200, response.text
+        assert response.json()["model"] == name
+    absent = httpx.post(f"{server.url}/invocations", json=chat, timeout=30)
+    assert absent.status_code == 400 and absent.json()["error"]["code"] == "invocations_model_not_set"
+    unknown = httpx.post(f"{server.url}/invocations", json={**chat, "model": "nope"}, timeout=30)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+
+
 def test_unknown_prediction_model_is_404(server: RunningServer) -> None:
     response = httpx.post(f"{server.url}/predictions/nope", json={"inputs": "x"}, timeout=30)
     assert response.status_code == 404
