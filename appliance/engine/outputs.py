@@ -27,12 +27,30 @@ from appliance.engine.vocab_decoder import VocabDecoder
 __all__ = ["RequestOutputs", "TokenTexts"]
 
 
+def _byte_alphabet() -> dict[int, str]:
+    """GPT-2's printable stand-in for each byte, in which byte-level BPE vocabularies are written."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    alphabet, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            alphabet[byte] = chr(byte)
+        else:
+            alphabet[byte] = chr(256 + extra)
+            extra += 1
+    return alphabet
+
+
+_BYTE_ALPHABET = _byte_alphabet()
+
+
 class TokenTexts:
     """Token id -> (text, bytes) from the tokenizer's vocabulary, for logprobs."""
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = tokenizer
         self._bytes: dict[int, bytes] | None = None
+        self._byte_level: bool | None = None
+        """Every single byte is a token of its own (byte-level BPE)."""
 
     @property
     def _vocab(self) -> dict[int, bytes]:
@@ -43,6 +61,23 @@ class TokenTexts:
 
     def known(self, token_id: int) -> bool:
         return token_id in self._vocab
+
+    def piece(self, token_id: int) -> str:
+        """The token as the vocabulary writes it, as Hugging Face's `convert_ids_to_tokens` (and so
+        vLLM's `/tokenize`) gives it: byte-level BPE pieces in the GPT-2 byte alphabet (`Ġis`),
+        others with SentencePiece's `▁` for a space."""
+        raw = self._vocab.get(token_id)
+        if raw is None:
+            return self.entry(token_id, 0.0).token
+        if self._byte_level is None:
+            self._byte_level = all(bytes([byte]) in self._known_bytes for byte in range(256))
+        if self._byte_level:
+            return "".join(_BYTE_ALPHABET[byte] for byte in raw)
+        return raw.decode("utf-8", "backslashreplace").replace(" ", "\u2581")
+
+    @property
+    def _known_bytes(self) -> set[bytes]:
+        return set(self._vocab.values())
 
     @property
     def largest_id(self) -> int:

@@ -188,7 +188,7 @@ class RequestPreparer:
             else:
                 text = rendered.text if rendered is not None else prompt.text
                 ids = list(self.tokenizer.encode(text, add_special_tokens=command.add_special_tokens).input_ids.data[0])
-            strs = [self.token_texts.entry(int(token), 0.0).token for token in ids]
+            strs = [self.token_texts.piece(int(token)) for token in ids]
             return Tokenized(request_id=command.request_id, tokens=[int(token) for token in ids], token_strs=strs)
         except PromptError as exc:
             return Rejected(request_id=command.request_id, message=str(exc), code="invalid_prompt", param=exc.param)

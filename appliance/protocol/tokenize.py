@@ -37,11 +37,12 @@ class DetokenizeRequest(_Request):
     tokens: list[Annotated[int, Meta(ge=0)]]
 
 
-class TokenizeResponse(Struct, kw_only=True, omit_defaults=True):
+class TokenizeResponse(Struct, kw_only=True):
     count: int
     max_model_len: int
     tokens: list[int]
     token_strs: list[str] | None = None
+    """The vocabulary's pieces (`Ġis`), with `return_token_strs`; null otherwise (as vLLM)."""
 
 
 class DetokenizeResponse(Struct, kw_only=True):

@@ -208,6 +208,12 @@ def test_tokenize_counts_what_chat_completion_counts(server, openai_client: open
         assert body["count"] == usage.prompt_tokens == len(body["tokens"]) == len(body["token_strs"])
         assert body["max_model_len"] == 2048
     prompt = httpx.post(f"{server.url}/v3/tokenize", json={"model": MODEL, "prompt": "import os"}).json()
+    # As vLLM: token_strs is null unless asked for, and then the vocabulary's pieces.
+    assert prompt["token_strs"] is None
+    pieces = httpx.post(
+        f"{server.url}/v3/tokenize", json={"model": MODEL, "prompt": "import os", "return_token_strs": True}
+    ).json()["token_strs"]
+    assert "".join(pieces) == "importĠos"
     text = httpx.post(f"{server.url}/v3/detokenize", json={"model": MODEL, "tokens": prompt["tokens"]}).json()
     assert text == {"prompt": "import os"}
     missing = httpx.post(f"{server.url}/v1/tokenize", json={"model": MODEL})
@@ -219,9 +225,15 @@ def test_tokenize_counts_what_chat_completion_counts(server, openai_client: open
 def test_chat_template_options(server, openai_client: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Once upon"}]
 
+    from appliance.engine.outputs import _BYTE_ALPHABET
+
+    byte_of = {piece: byte for byte, piece in _BYTE_ALPHABET.items()}
+
     def rendered(**fields) -> str:
         body = {"model": MODEL, "messages": messages, "return_token_strs": True, **fields}
-        return "".join(httpx.post(f"{server.url}/v1/tokenize", json=body).json()["token_strs"])
+        pieces = "".join(httpx.post(f"{server.url}/v1/tokenize", json=body).json()["token_strs"])
+        # The vocabulary's pieces are written in GPT-2's byte alphabet (as vLLM's), e.g. "Ġupon".
+        return bytes(byte_of[char] for char in pieces).decode()
 
     assert rendered(continue_final_message=True).endswith("Once upon")
     assert rendered().endswith("<|im_start|>assistant\n")
