@@ -40,8 +40,10 @@ def _smol_graphs(smol_root: Path, graphs: Path) -> Path:
     graphs.mkdir(parents=True, exist_ok=True)
     copy_demo_graphs(smol_root, graphs, [MODEL])
     text = (graphs / f"{MODEL}.toml").read_text()
-    lookup = text.replace(f'name = "{MODEL}"', f'name = "{LOOKUP}"').replace(
-        'pipeline = "LM_CB"', 'pipeline = "LM_CB"\nprompt_lookup = true'
+    lookup = (
+        text.replace(f'name = "{MODEL}"', f'name = "{LOOKUP}"')
+        .replace('pipeline = "LM_CB"', 'pipeline = "LM_CB"\nprompt_lookup = true')
+        .replace('aliases = ["tgi", "dummy"]\n', "")  # the names are demo-smol's
     )
     assert "prompt_lookup = true" in lookup and f'"{LOOKUP}"' in lookup
     (graphs / f"{LOOKUP}.toml").write_text(lookup)
@@ -266,3 +268,24 @@ def test_prompt_lookup_on_a_prompt_that_repeats_its_input(client: openai.OpenAI,
     assert speculative["mode"] == "lookup"
     # The continuation copies the passage: proposed tokens are accepted.
     assert speculative["accepted_tokens"] >= 16, speculative
+
+
+def test_the_documented_inference_client_snippet_works_as_written(
+    smol_server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/api.md's Hugging Face InferenceClient example, run as written (only the URL moved):
+    the client sends the placeholder model "dummy", an alias of demo-smol as `appliance demo` writes it."""
+    import re
+
+    from huggingface_hub import constants
+
+    # The suite's HF_HUB_OFFLINE=1 would stop the client's requests too; this one talks to 127.0.0.1.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    (snippet,) = [block for block in re.findall(r"```python\n(.*?)```", docs, re.S) if "InferenceClient" in block]
+    snippet = snippet.replace("http://127.0.0.1:8000", smol_server.url)
+    snippet = snippet.replace("client.chat_completion(", "answer = client.chat_completion(")
+    namespace: dict = {}
+    exec(compile(snippet, "docs/api.md", "exec"), namespace)
+    assert "Paris" in namespace["answer"].choices[0].message.content

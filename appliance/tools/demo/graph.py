@@ -33,6 +33,8 @@ def _toml_value(value: TomlScalar, graphs_dir: Path, models_dir: Path) -> str:
     if isinstance(value, str):
         # A JSON string is a valid TOML basic string for anything json.dumps emits.
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml_value(item, graphs_dir, models_dir) for item in value) + "]"
     raise TypeError(f"cannot write {value!r} to a graph file")
 
 

@@ -176,7 +176,7 @@ class ModelRef:
     file: str | None = None
 
 
-TomlScalar = str | int | float | bool | ModelRef
+TomlScalar = str | int | float | bool | ModelRef | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,9 @@ RECIPES: dict[str, DemoRecipe] = {
                 max_tokens_limit=1024,
                 enable_prefix_caching=True,
                 # SmolLM2 writes ChatML; forced tool calls (tool_choice) work through the output grammar.
-                extra={"tool_parser": "hermes"},
+                # The aliases are the placeholders Hugging Face's InferenceClient sends for `model`
+                # when given a URL, so its documented snippet works on the demo set as shipped.
+                extra={"tool_parser": "hermes", "aliases": ("tgi", "dummy")},
             ),
         ),
         DemoRecipe(
