@@ -101,7 +101,14 @@ async def constrained_output(
     if not any(fields) and request.structured_outputs is None:
         return None
     key = msgspec.json.encode(
-        [graph.name, graph.tool_parser, graph.limits.max_grammar_states, request.structured_outputs, *fields]
+        [
+            graph.name,
+            tools.parser,
+            graph.limits.max_grammar_states,
+            graph.limits.max_parallel_tool_calls,
+            request.structured_outputs,
+            *fields,
+        ]
     )
     if key not in _remembered:
         try:
