@@ -18,10 +18,25 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 # Built once and reused while current (the builder checks its own stamp): a fresh CI clone builds it.
-DEMO_CACHE = Path(os.environ.get("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
+# The variable is this suite's, not a setting, and leaves the environment here: the settings refuse
+# unknown APPLIANCE_* names, in the servers the tests start and in the tests that read the settings.
+DEMO_CACHE = Path(os.environ.pop("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
 # demo-smol, the real model, apart: servers started on demo_root/graphs serve every graph there, and
 # they stay on the quick random-weight models.
 SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+# Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
+MODEL_FIXTURES = {"demo_root", "smol_root"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`e2e` on every test under tests/e2e and every test that needs the demo models, so that
+    `-m "not e2e"` is the fast, model-free selection (.ci/run runs it first)."""
+    for item in items:
+        if item.path.is_relative_to(E2E) or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -89,9 +104,7 @@ def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:
     """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment."""
-    # APPLIANCE_TEST_CACHE is this suite's, not a setting: the server refuses unknown APPLIANCE_* names.
-    inherited = {name: value for name, value in os.environ.items() if name != "APPLIANCE_TEST_CACHE"}
-    server = RunningServer.start(graphs, log_path, *extra, env={**inherited, **(env or {})})
+    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **(env or {})})
     if wait:
         wait_ready(server)
     return server
