@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -81,6 +82,13 @@ class RunningServer(ServerProcess):
                 return status
             time.sleep(0.05)
 
+    def client(self, api_key: str = "unused", timeout: float = 60.0):
+        """The official `openai.OpenAI` on this server's /v1, without retries (a test sees the first
+        answer)."""
+        import openai
+
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=api_key, max_retries=0, timeout=timeout)
+
 
 def assert_stream_completed(lines: list[str]) -> None:
     """SSE data lines of a whole stream: chunks up to a finish reason, no error event, then
@@ -92,7 +100,8 @@ def assert_stream_completed(lines: list[str]) -> None:
 
 
 def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:
-    """The named demo graph files in `graphs`, their model paths made absolute."""
+    """The named demo graph files in `graphs` (made if missing), their model paths made absolute."""
+    graphs.mkdir(parents=True, exist_ok=True)
     models = (demo_root / "models").resolve()
     for name in names:
         text = (demo_root / "graphs" / f"{name}.toml").read_text()
@@ -110,6 +119,18 @@ def start_server(
     return server
 
 
+@contextmanager
+def running_server(
+    graphs: Path, log_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[RunningServer]:
+    """`start_server`, ready, stopped on leaving the block (a module fixture yields inside it)."""
+    server = start_server(graphs, log_path, *extra, env=env)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
 def wait_ready(server: RunningServer, timeout: float = 120.0) -> None:
     server.wait_ready(timeout)
 
@@ -121,13 +142,10 @@ def stop_server(server: RunningServer) -> int:
 @pytest.fixture(scope="session")
 def server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """`appliance serve` on 127.0.0.1 with the demo graph, shared by the e2e tests."""
-    running = start_server(demo_root / "graphs", tmp_path_factory.mktemp("server") / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(demo_root / "graphs", tmp_path_factory.mktemp("server") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
 def openai_client(server: RunningServer):
-    import openai
-
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return server.client()
