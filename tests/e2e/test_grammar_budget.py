@@ -352,7 +352,13 @@ def test_unhonourable_constraints_are_400(
 def test_a_recursive_schema_with_a_way_out_is_served(openai_client: openai.OpenAI, watch: StreamWatch) -> None:
     schema = {"anyOf": [{"type": "string", "maxLength": 6}, {"type": "array", "items": {"$ref": "#"}, "maxItems": 3}]}
     assert_valid_when_finished(openai_client, schema)
-    assert_valid_when_finished(openai_client, {"anyOf": [{"$ref": "#"}, {"type": "string"}]}, range(1, 2))
+    # An unbounded string: this random model seldom closes it within max_tokens. Served (neither
+    # refused nor stalling the watched stream) is the point here; a finished answer is also valid.
+    only_a_way_out = {"anyOf": [{"$ref": "#"}, {"type": "string"}]}
+    value, finish = ask_json(openai_client, only_a_way_out, seed=1)
+    assert finish in ("stop", "length")
+    if finish == "stop":
+        jsonschema.validate(value, only_a_way_out)
 
 
 # -- the property: whatever is accepted compiles in time and is honoured ----------------------
