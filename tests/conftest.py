@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -18,10 +19,25 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 # Built once and reused while current (the builder checks its own stamp): a fresh CI clone builds it.
-DEMO_CACHE = Path(os.environ.get("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
+# The variable is this suite's, not a setting, and leaves the environment here: the settings refuse
+# unknown APPLIANCE_* names, in the servers the tests start and in the tests that read the settings.
+DEMO_CACHE = Path(os.environ.pop("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test-demo"))
 # demo-smol, the real model, apart: servers started on demo_root/graphs serve every graph there, and
 # they stay on the quick random-weight models.
 SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+# Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
+MODEL_FIXTURES = {"demo_root", "smol_root"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`e2e` on every test under tests/e2e and every test that needs the demo models, so that
+    `-m "not e2e"` is the fast, model-free selection (.ci/run runs it first)."""
+    for item in items:
+        if item.path.is_relative_to(E2E) or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +82,13 @@ class RunningServer(ServerProcess):
                 return status
             time.sleep(0.05)
 
+    def client(self, api_key: str = "unused", timeout: float = 60.0):
+        """The official `openai.OpenAI` on this server's /v1, without retries (a test sees the first
+        answer)."""
+        import openai
+
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=api_key, max_retries=0, timeout=timeout)
+
 
 def assert_stream_completed(lines: list[str]) -> None:
     """SSE data lines of a whole stream: chunks up to a finish reason, no error event, then
@@ -77,7 +100,8 @@ def assert_stream_completed(lines: list[str]) -> None:
 
 
 def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:
-    """The named demo graph files in `graphs`, their model paths made absolute."""
+    """The named demo graph files in `graphs` (made if missing), their model paths made absolute."""
+    graphs.mkdir(parents=True, exist_ok=True)
     models = (demo_root / "models").resolve()
     for name in names:
         text = (demo_root / "graphs" / f"{name}.toml").read_text()
@@ -89,12 +113,22 @@ def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:
     """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment."""
-    # APPLIANCE_TEST_CACHE is this suite's, not a setting: the server refuses unknown APPLIANCE_* names.
-    inherited = {name: value for name, value in os.environ.items() if name != "APPLIANCE_TEST_CACHE"}
-    server = RunningServer.start(graphs, log_path, *extra, env={**inherited, **(env or {})})
+    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **(env or {})})
     if wait:
         wait_ready(server)
     return server
+
+
+@contextmanager
+def running_server(
+    graphs: Path, log_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[RunningServer]:
+    """`start_server`, ready, stopped on leaving the block (a module fixture yields inside it)."""
+    server = start_server(graphs, log_path, *extra, env=env)
+    try:
+        yield server
+    finally:
+        stop_server(server)
 
 
 def wait_ready(server: RunningServer, timeout: float = 120.0) -> None:
@@ -108,13 +142,10 @@ def stop_server(server: RunningServer) -> int:
 @pytest.fixture(scope="session")
 def server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """`appliance serve` on 127.0.0.1 with the demo graph, shared by the e2e tests."""
-    running = start_server(demo_root / "graphs", tmp_path_factory.mktemp("server") / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(demo_root / "graphs", tmp_path_factory.mktemp("server") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
 def openai_client(server: RunningServer):
-    import openai
-
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return server.client()

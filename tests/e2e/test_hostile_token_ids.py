@@ -10,18 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.e2e.neighbour import Neighbour
 
 
 @pytest.fixture(scope="module")
 def chat_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     directory = tmp_path_factory.mktemp("token-ids")
-    graphs = directory / "graphs"
-    graphs.mkdir()
-    running = start_server(copy_demo_graphs(demo_root, graphs, ["demo-chat"]), directory / "server.log")
-    yield running
-    stop_server(running)
+    graphs = copy_demo_graphs(demo_root, directory / "graphs", ["demo-chat"])
+    with running_server(graphs, directory / "server.log") as running:
+        yield running
 
 
 def _vocabulary_size(server: RunningServer) -> int:

@@ -18,7 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server, start_server, stop_server
 
 MODEL = "demo-smol"
 LOOKUP = "demo-smol-lookup"
@@ -53,14 +53,14 @@ def _smol_graphs(smol_root: Path, graphs: Path) -> Path:
 @pytest.fixture(scope="module")
 def smol_server(smol_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     base = tmp_path_factory.mktemp("smol")
-    running = start_server(_smol_graphs(smol_root, base / "graphs"), base / "server.log", "--invocations-model", MODEL)
-    yield running
-    stop_server(running)
+    graphs = _smol_graphs(smol_root, base / "graphs")
+    with running_server(graphs, base / "server.log", "--invocations-model", MODEL) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def client(smol_server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{smol_server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+    return smol_server.client(timeout=120)
 
 
 @pytest.fixture(scope="module")

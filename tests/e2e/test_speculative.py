@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 
 MESSAGES = [{"role": "user", "content": "the license the license: tell me about the license"}]
 
@@ -26,14 +26,13 @@ def spec_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
     plain = plain.replace('name = "demo-spec"', 'name = "demo-plain"')
     plain = re.sub(r"^draft_model_path = .*\n", "", plain, flags=re.M)
     (graphs / "demo-plain.toml").write_text(plain)
-    running = start_server(graphs, tmp_path_factory.mktemp("spec-server") / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, tmp_path_factory.mktemp("spec-server") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def client(spec_server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{spec_server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return spec_server.client()
 
 
 def _greedy(client: openai.OpenAI, model: str, **extra: object) -> str:

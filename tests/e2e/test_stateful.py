@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.images import data_url, encode, noise
 
 MAX_PROMPT_LEN = 400
@@ -57,14 +57,13 @@ def stateful_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
     models = (demo_root / "models").resolve()
     (graphs / "sf-chat.toml").write_text(STATEFUL_CHAT.format(models=models))
     (graphs / "sf-vision.toml").write_text(STATEFUL_VISION.format(models=models))
-    running = start_server(graphs, tmp_path_factory.mktemp("stateful-server") / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, tmp_path_factory.mktemp("stateful-server") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def client(stateful_server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{stateful_server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return stateful_server.client()
 
 
 def _answer(client: openai.OpenAI, model: str, messages=MESSAGES, **extra: object):

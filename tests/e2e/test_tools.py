@@ -14,7 +14,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import running_server
 
 MODEL = "demo-chat"
 QUESTION = [{"role": "user", "content": "What is the weather in Oslo?"}]
@@ -233,9 +233,8 @@ def parsers_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory):
             f'name = "{name}"\nmodel_path = "{model}"\npipeline = "LM_CB"\n{parsers}\n\n'
             '[scheduler]\ncache_size = 1\nmax_num_batched_tokens = 2048\n\n[plugin_config]\nINFERENCE_PRECISION_HINT = "f32"\n'
         )
-    running = start_server(graphs, tmp_path_factory.mktemp("parser-server") / "server.log")
-    yield openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=60)
-    stop_server(running)
+    with running_server(graphs, tmp_path_factory.mktemp("parser-server") / "server.log") as running:
+        yield running.client()
 
 
 @pytest.mark.parametrize("model", ["demo-mistral", "demo-llama3"])

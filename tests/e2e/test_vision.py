@@ -18,7 +18,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.conftest import RunningServer, start_server, stop_server
+from tests.conftest import RunningServer, running_server
 from tests.images import animated_gif, data_url, encode, image_server, noise, png_header_only
 
 MODEL = "demo-vision"
@@ -53,7 +53,7 @@ def vision_server(
     demo_root: Path, media_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
     """demo-chat and demo-vision, with URLs from 127.0.0.1 (explicitly allowed) and local paths."""
-    running = start_server(
+    with running_server(
         demo_root / "graphs",
         tmp_path_factory.mktemp("vision-server") / "server.log",
         "--allowed-media-domains",
@@ -66,14 +66,13 @@ def vision_server(
         str(MAX_IMAGE_BYTES),
         "--media-fetch-timeout",
         "2",
-    )
-    yield running
-    stop_server(running)
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def client(vision_server: RunningServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{vision_server.url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return vision_server.client()
 
 
 @pytest.fixture(scope="module")

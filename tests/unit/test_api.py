@@ -8,10 +8,9 @@ import json
 import pytest
 from litestar.testing import TestClient
 
-from appliance.api.app import create_app
 from appliance.engine.messages import SamplingParams, TextPrompt
 from appliance.errors import Overloaded
-from appliance.runtime.registry import ModelRegistry
+from tests.apps import app_client, chat
 from tests.fakes import FakeEngineClient, fake_graph
 
 
@@ -22,19 +21,8 @@ def engine() -> FakeEngineClient:
 
 @pytest.fixture
 def client(engine: FakeEngineClient):
-    app = create_app(ModelRegistry([engine]), max_body_size=4096)
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine, max_body_size=4096) as test_client:
         yield test_client
-
-
-def chat(client: TestClient, **fields):
-    body = {"model": "fake", "messages": [{"role": "user", "content": "one two three"}], **fields}
-    return client.post("/v1/chat/completions", json=body)
 
 
 def test_chat_completion_shape(client: TestClient) -> None:
@@ -138,7 +126,7 @@ def test_stats_route(client: TestClient) -> None:
 
 
 def test_health_says_no_models_are_served() -> None:
-    with TestClient(create_app(ModelRegistry([]), max_body_size=4096)) as empty:
+    with app_client(max_body_size=4096) as empty:
         response = empty.get("/health")
     assert response.status_code == 503
     assert response.json()["status"] == "no_models" and response.json()["models"] == {}

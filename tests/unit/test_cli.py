@@ -4,7 +4,6 @@ described, fast start, and tools kept beside the core."""
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import subprocess
 import sys
@@ -17,8 +16,6 @@ from appliance.cli import _parser, main
 from appliance.commands import COMMANDS, serve
 from appliance.settings import Settings
 from appliance.tools import TOOLS
-
-PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -101,19 +98,6 @@ def test_the_command_line_starts_without_heavy_imports() -> None:
     code = "import sys; from appliance.cli import _parser; _parser(); print(sorted({m.split('.')[0] for m in sys.modules}))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert not [name for name in heavy if f"'{name}'" in loaded]
-
-
-def test_the_core_never_imports_the_tools() -> None:
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        relative = path.relative_to(PACKAGE).as_posix()
-        if relative.startswith("tools/") or relative == "cli.py":  # cli.py registers the tools
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            offenders += [f"{relative}: {name}" for name in names if name.startswith("appliance.tools")]
-    assert not offenders
 
 
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:

@@ -42,6 +42,10 @@ MODEL_FILES = (
 )
 
 
+# The tests of a fresh build convert a model (half a minute): with the tests that start servers.
+builds = pytest.mark.e2e
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], list[str]]:
     """demo-chat built once into a fresh root; returns (root, graph paths, log lines)."""
@@ -51,6 +55,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], l
     return root, graphs, lines
 
 
+@builds
 def test_builds_demo_chat_files(built: tuple[Path, list[Path], list[str]]) -> None:
     root, graphs, lines = built
     model_dir = root / "models" / "demo-chat"
@@ -63,6 +68,7 @@ def test_builds_demo_chat_files(built: tuple[Path, list[Path], list[str]]) -> No
     assert any("exporting to OpenVINO IR (int8)" in line for line in lines)
 
 
+@builds
 def test_model_config_stops_at_im_end(built: tuple[Path, list[Path], list[str]]) -> None:
     model_dir = built[0] / "models" / "demo-chat"
     tokenizer = json.loads((model_dir / "tokenizer.json").read_text())
@@ -84,6 +90,7 @@ def test_model_config_stops_at_im_end(built: tuple[Path, list[Path], list[str]])
     assert rt_info.find("eos_token_id").get("value") == str(ids["<|im_end|>"])
 
 
+@builds
 def test_graph_toml(built: tuple[Path, list[Path], list[str]]) -> None:
     root, (graph_path,), _ = built
     text = graph_path.read_text()
@@ -104,6 +111,7 @@ def test_graph_toml(built: tuple[Path, list[Path], list[str]]) -> None:
     assert graph["limits"] == {"max_tokens_limit": 1024}
 
 
+@builds
 def test_rerun_is_a_noop(built: tuple[Path, list[Path], list[str]]) -> None:
     root, graphs, _ = built
     stamp = root / "models" / "demo-chat" / STAMP_NAME
@@ -114,6 +122,7 @@ def test_rerun_is_a_noop(built: tuple[Path, list[Path], list[str]]) -> None:
     assert lines == [f"demo-chat: up to date ({root / 'models' / 'demo-chat'})"]
 
 
+@builds
 def test_stamp_matches_recipe_only(built: tuple[Path, list[Path], list[str]]) -> None:
     model_dir = built[0] / "models" / "demo-chat"
     recipe = RECIPES["demo-chat"]
@@ -125,6 +134,7 @@ def test_stamp_matches_recipe_only(built: tuple[Path, list[Path], list[str]]) ->
     assert not is_current(model_dir, fingerprint, [*MODEL_FILES, "missing.bin"])
 
 
+@builds
 def test_failed_rebuild_keeps_previous_model(
     built: tuple[Path, list[Path], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -121,7 +121,8 @@ def test_the_vocabulary_decoder_gives_the_tokenizers_own_text(demo_root, smol_ro
     """Byte-level BPE vocabularies (the demo model's, SmolLM2's from its GGUF file) decode in Python
     to exactly what OpenVINO's detokenizer gives: with and without special tokens, across UTF-8
     characters cut between tokens, with special tokens mid-text."""
-    for model in (demo_root / "models" / "demo-chat", *(smol_root / "models" / "demo-smol").glob("*.gguf")):
+    (gguf,) = (smol_root / "models" / "demo-smol").glob("*.gguf")  # not silently left out
+    for model in (demo_root / "models" / "demo-chat", gguf):
         tokenizer = openvino_genai.Tokenizer(str(model))
         decoder = VocabDecoder.verified(tokenizer)
         assert decoder is not None, model

@@ -3,20 +3,19 @@ ones a 400 naming them (unless neutral), truly unknown ones still `unknown_param
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import pytest
 from litestar.testing import TestClient
 
-from appliance.api.app import create_app
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 from appliance.protocol.responses import ResponsesRequest
-from appliance.runtime.registry import ModelRegistry
 from appliance.service.field_policy import CHAT, COMPLETIONS, RESPONSES, Informative
+from tests import apps
 from tests.api_fields import APIS, documented_fields
+from tests.apps import app_client
 from tests.fakes import FakeEngineClient
-
-USER = [{"role": "user", "content": "one two three"}]
 
 
 @pytest.fixture
@@ -26,18 +25,11 @@ def engine() -> FakeEngineClient:
 
 @pytest.fixture
 def client(engine: FakeEngineClient):
-    app = create_app(ModelRegistry([engine]))
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine) as test_client:
         yield test_client
 
 
-def chat(client: TestClient, **fields):
-    return client.post("/v1/chat/completions", json={"model": "fake", "messages": USER, "max_tokens": 2, **fields})
+chat = functools.partial(apps.chat, max_tokens=2)
 
 
 INFORMATIVE_CHAT = {

@@ -10,19 +10,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from appliance.api.app import create_app
-from appliance.runtime.registry import ModelRegistry
+from tests.apps import fake_app
 from tests.fakes import FakeEngineClient, fake_graph
 
-engine = FakeEngineClient(fake_graph("fake"))
-app = create_app(ModelRegistry([engine]), max_body_size=65536)
-
-
-async def _start_fake(_app) -> None:
-    engine.start()
-
-
-app.on_startup.append(_start_fake)
+app = fake_app(FakeEngineClient(fake_graph("fake")), max_body_size=65536)
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 

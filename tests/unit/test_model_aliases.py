@@ -6,25 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from litestar.testing import TestClient
 
-from appliance.api.app import create_app
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph
 from appliance.graphfiles.load import load_graphs
-from appliance.runtime.registry import ModelRegistry
+from tests.apps import app_client
 from tests.fakes import FakeEngineClient
 
 
 def test_a_request_may_name_the_model_by_an_alias() -> None:
     engine = FakeEngineClient(Graph(name="fake", model_path="/nonexistent", aliases=("tgi", "dummy")))
-    app = create_app(ModelRegistry([engine]))
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as client:
+    with app_client(engine) as client:
         for name in ("fake", "tgi", "dummy"):
             body = {"model": name, "messages": [{"role": "user", "content": "one two"}]}
             assert client.post("/v1/chat/completions", json=body).status_code == 200

@@ -10,13 +10,11 @@ import msgspec
 import pytest
 from litestar.testing import TestClient
 
-from appliance.api.app import create_app
 from appliance.engine.messages import Delta, Finished, TokenLogprob
 from appliance.graphfiles import Graph, Limits
-from appliance.runtime.registry import ModelRegistry
+from tests.apps import USER, app_client, chat
 from tests.fakes import FakeEngineClient
 
-USER = [{"role": "user", "content": "one two three"}]
 WEATHER = {
     "type": "function",
     "function": {
@@ -38,18 +36,8 @@ def engine() -> FakeEngineClient:
 
 @pytest.fixture
 def client(engine: FakeEngineClient):
-    app = create_app(ModelRegistry([engine]))
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine) as test_client:
         yield test_client
-
-
-def chat(client: TestClient, **fields):
-    return client.post("/v1/chat/completions", json={"model": "fake", "messages": USER, **fields})
 
 
 def events(response) -> list[dict]:
@@ -162,13 +150,10 @@ def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None
     from appliance.service.tool_prompt import TOOLS_INTRO
 
     engine = FakeEngineClient(graph())  # no tool_parser in the graph file: the generic format
-    app = create_app(ModelRegistry([engine]))
 
-    async def start(_app) -> None:
-        engine.start()
+    def generic_tools() -> None:
         engine.tools = ToolFormat("hermes", from_template=False, calls_from_template=False, source="generic")
 
-    app.on_startup.append(start)
     earlier_call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}  # fmt: skip
     messages = [
         {"role": "system", "content": "Be brief."},
@@ -176,7 +161,7 @@ def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None
         {"role": "assistant", "content": None, "tool_calls": [earlier_call]},
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
     ]
-    with TestClient(app) as client:
+    with app_client(engine, on_start=generic_tools) as client:
         assert chat(client, tools=[WEATHER], messages=messages).status_code == 200
         prompt = engine.submitted[-1].prompt
         assert prompt.tools is None  # not handed to the template (nor to OpenVINO GenAI's fallback)

@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from litestar.testing import TestClient
 
-from appliance.api.app import create_app
 from appliance.api.decoding import decode_body
 from appliance.errors import InvalidRequest
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.runtime.registry import ModelRegistry
 from appliance.service.prompt_limits import (
     CHARS_PER_TOKEN,
     check_messages,
@@ -21,6 +18,7 @@ from appliance.service.prompt_limits import (
     check_token_ids,
     prompt_chars,
 )
+from tests.apps import app_client
 from tests.fakes import FakeEngineClient
 
 GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))
@@ -132,13 +130,7 @@ def test_token_ids_are_bounded_by_the_context() -> None:
 @pytest.fixture
 def client():
     engine = FakeEngineClient(GRAPH)
-    app = create_app(ModelRegistry([engine]), max_body_size=1 << 20)
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine, max_body_size=1 << 20) as test_client:
         yield test_client, engine
 
 
@@ -209,14 +201,11 @@ CALL_NAMED_BIG = {"id": "c", "type": "function", "function": {"name": BIG, "argu
 )  # fmt: skip
 def test_every_route_bounds_the_prompt_before_the_engine(path: str, body: dict, param: str | None) -> None:
     engine = FakeEngineClient(Graph(name="fake", model_path="/nonexistent"))
-    app = create_app(ModelRegistry([engine]), max_body_size=1 << 20)
 
-    async def start_fake(_app) -> None:
-        engine.start()
+    def small_context() -> None:
         engine.max_context = 64
 
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine, on_start=small_context, max_body_size=1 << 20) as test_client:
         # LMI's body names no model: the route chooses it.
         response = test_client.post(path, json=body if path == "/invocations" else {"model": "fake", **body})
     assert response.status_code == 400, response.text

@@ -13,11 +13,10 @@ from openai.types.responses import Response as SdkResponse
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from appliance.api.app import create_app
 from appliance.engine.messages import Finished
 from appliance.graphfiles import Graph, Limits
-from appliance.runtime.registry import ModelRegistry
 from appliance.service.response_store import ResponseStore
+from tests.apps import app_client
 from tests.fakes import FakeEngineClient
 
 WEATHER = {
@@ -43,13 +42,7 @@ def store() -> ResponseStore:
 
 @pytest.fixture
 def client(engine: FakeEngineClient, store: ResponseStore):
-    app = create_app(ModelRegistry([engine]), response_store=store)
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
-    with TestClient(app) as test_client:
+    with app_client(engine, response_store=store) as test_client:
         yield test_client
 
 
@@ -383,15 +376,9 @@ def test_store_evicts_from_the_owner_holding_the_largest_share() -> None:
 def test_vision_graph_takes_input_images() -> None:
     graph = Graph(name="fake", model_path="/nonexistent", pipeline="VLM_CB", limits=Limits())
     engine = FakeEngineClient(graph)
-    app = create_app(ModelRegistry([engine]))
-
-    async def start_fake(_app) -> None:
-        engine.start()
-
-    app.on_startup.append(start_fake)
     pixel = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     content = [{"type": "input_text", "text": "what"}, {"type": "input_image", "image_url": pixel, "detail": "low"}]
-    with TestClient(app) as test_client:
+    with app_client(engine) as test_client:
         response = test_client.post(
             "/v1/responses", json={"model": "fake", "input": [{"role": "user", "content": content}]}
         )

@@ -4,6 +4,7 @@ order, limits and refusals before any fetch or decode, admission before preparat
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,12 +12,12 @@ import pytest
 from litestar.testing import TestClient
 from PIL import Image
 
-from appliance.api.app import create_app
 from appliance.engine.messages import ChatPrompt, SamplingParams
 from appliance.errors import Overloaded
 from appliance.graphfiles import Graph, Limits
 from appliance.media import ImageLoader, build_policy
-from appliance.runtime.registry import ModelRegistry
+from tests import apps
+from tests.apps import app_client
 from tests.fakes import FakeEngineClient, fake_graph
 from tests.images import data_url, encode, image_server, noise, png_header_only
 
@@ -41,17 +42,6 @@ def http_images() -> Iterator:
         yield server
 
 
-def make_client(engines: list[FakeEngineClient], media: ImageLoader) -> TestClient:
-    app = create_app(ModelRegistry(engines), max_body_size=1 << 20, media=media)
-
-    async def start_fakes(_app) -> None:
-        for engine in engines:
-            engine.start()
-
-    app.on_startup.append(start_fakes)
-    return TestClient(app)
-
-
 @pytest.fixture
 def vision() -> FakeEngineClient:
     engine = FakeEngineClient(vision_graph(max_images_per_request=3, max_image_pixels=10_000))
@@ -68,7 +58,8 @@ def client(vision: FakeEngineClient, media_dir: Path) -> Iterator[TestClient]:
             allowed_local_media_path=str(media_dir),
         )
     )
-    with make_client([vision, FakeEngineClient(fake_graph("text"))], media) as test_client:
+    text_engine = FakeEngineClient(fake_graph("text"))
+    with app_client(vision, text_engine, max_body_size=1 << 20, media=media) as test_client:
         yield test_client
 
 
@@ -83,8 +74,7 @@ def text(value: str) -> dict:
     return {"type": "text", "text": value}
 
 
-def chat(client: TestClient, messages: list[dict], model: str = "vision"):
-    return client.post("/v1/chat/completions", json={"model": model, "messages": messages, "max_tokens": 4})
+chat = functools.partial(apps.chat, model="vision", max_tokens=4)
 
 
 def assert_400(response, param: str, code: str) -> str:
