@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from appliance.engine import process as engine_process
 from appliance.engine.client_metrics import ClientMetrics
 from appliance.engine.messages import (
     Accepted,
@@ -46,6 +45,7 @@ from appliance.engine.messages import (
     encode_to_engine,
     encoder,
 )
+from appliance.engine.process import main as run_engine
 from appliance.engine.streams import RequestStream, timed_out
 from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.engine.vision import ImageFit, image_fit
@@ -207,7 +207,7 @@ class EngineClient:
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(
-            target=engine_process.main,
+            target=run_engine,
             args=(self.graph, child_conn, current_logging()),
             name=f"engine-{self.name}",
             daemon=True,
