@@ -20,19 +20,17 @@ import multiprocessing
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Literal
 
-from appliance.engine import process as engine_process
+from appliance.engine.client_metrics import ClientMetrics
 from appliance.engine.messages import (
     Accepted,
     Batch,
     Cancel,
     ChatPrompt,
-    Delta,
     Detokenize,
     Detokenized,
-    Finished,
     LoadFailed,
     Ready,
     Rejected,
@@ -46,8 +44,9 @@ from appliance.engine.messages import (
     decode_from_engine,
     encode_to_engine,
     encoder,
-    merge_deltas,
 )
+from appliance.engine.process import main as run_engine
+from appliance.engine.streams import RequestStream, timed_out
 from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.engine.vision import ImageFit, image_fit
 from appliance.errors import (
@@ -56,117 +55,20 @@ from appliance.errors import (
     InvalidRequest,
     ModelNotReady,
     Overloaded,
-    RequestTimedOut,
 )
 from appliance.graphfiles import Graph
 from appliance.logs import current_logging
 from appliance.metrics import Metrics
 
-__all__ = ["EngineClient", "RequestStream", "Reservation"]
+__all__ = ["EngineClient", "Reservation"]
 
 log = logging.getLogger("appliance.engine")
 
 State = Literal["loading", "ready", "restarting", "failed", "stopped"]
 Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
-_TIMED_OUT = object()
-"""Put in a stream's queue when its request ran out of time (limits.request_timeout_seconds)."""
 _STALL_FLOOR_S = 2.0
 """Silence shorter than this never reads as stalled: an idle engine reports every 0.5 s."""
-
-
-class RequestStream:
-    """The events of one accepted request: `Delta`s and one `Finished` per sequence (`sequences`
-    of them, told apart by `index`), or a single `Finished` with reason error/cancelled."""
-
-    def __init__(self, client: EngineClient, request_id: int, prompt_tokens: int, sequences: int = 1) -> None:
-        self._client = client
-        self.request_id = request_id
-        self.prompt_tokens = prompt_tokens
-        self.prompt_tail = ""
-        self.sequences = sequences
-        self._events: asyncio.Queue[Delta | Finished | object] = asyncio.Queue()
-        self._held: Delta | Finished | object | None = None
-        """An event taken from the queue while merging deltas, to be returned next."""
-        self._yielded = _Completion(sequences)
-        self._arrived = _Completion(sequences)
-        self._tokens_by_index: dict[int, int] = {}
-        self.done = False
-        # Timings and totals, for metrics and the request log.
-        self.submitted_at = time.monotonic()
-        self.first_token_at: float | None = None
-        self.last_token_at: float | None = None
-        self.tokens_seen = 0
-        self.completion_tokens = 0
-        self.finish_reason: str | None = None
-
-    def __aiter__(self) -> AsyncIterator[Delta | Finished]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Delta | Finished]:
-        timeout = self._client.graph.limits.request_timeout_seconds
-        # One timer for the whole request, not a timeout per event (asyncio.wait_for makes a task
-        # per call: most of the cost of a streamed token on the server side).
-        timer = None
-        if timeout:
-            remaining = max(self.submitted_at + timeout - time.monotonic(), 0.0)
-            timer = asyncio.get_running_loop().call_later(remaining, self._events.put_nowait, _TIMED_OUT)
-        try:
-            while not self.done:
-                event = await self._next()
-                if event is _TIMED_OUT:
-                    self.cancel()
-                    raise self.timed_out()
-                if self._yielded.completed_by(event):
-                    self.done = True
-                yield event
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    async def _next(self) -> Delta | Finished | object:
-        """The next event; consecutive deltas of one sequence that are already waiting come merged.
-
-        Deltas wait here only while the consumer is behind the engine (a busy CPU, a slow
-        client): sending them as one chunk then costs one response frame instead of several, so
-        a loaded server catches up instead of falling further behind. A consumer that keeps up
-        gets every step's delta on its own, as before.
-        """
-        if self._held is not None:
-            event, self._held = self._held, None
-        elif not self._events.empty():
-            event = self._events.get_nowait()
-        else:
-            event = await self._events.get()
-        while isinstance(event, Delta) and not self._events.empty():
-            following = self._events.get_nowait()
-            if not isinstance(following, Delta) or following.index != event.index:
-                self._held = following
-                break
-            event = merge_deltas(event, following)
-        return event
-
-    def timed_out(self) -> RequestTimedOut:
-        return _timed_out(self._client.name, self._client.graph.limits.request_timeout_seconds)
-
-    def cancel(self) -> None:
-        """Stop generating (the client went away); the engine frees the request's KV blocks."""
-        if not self.done:
-            self.done = True
-            self._client._cancel(self.request_id)
-
-
-class _Completion:
-    """Counts `Finished` events until a request with `sequences` sequences is complete."""
-
-    def __init__(self, sequences: int) -> None:
-        self.remaining = sequences
-
-    def completed_by(self, event: Delta | Finished) -> bool:
-        if not isinstance(event, Finished):
-            return False
-        self.remaining -= 1
-        return self.remaining <= 0 or event.finish_reason in ("error", "cancelled")
 
 
 class Reservation:
@@ -175,14 +77,14 @@ class Reservation:
     Use it as a context manager so the place is given back if preparing the request fails.
     """
 
-    def __init__(self, client: EngineClient) -> None:
-        self._client = client
+    def __init__(self, give_back: Callable[[], None]) -> None:
+        self._give_back = give_back
         self.held = True
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self._client._reserved -= 1
+            self._give_back()
 
     def __enter__(self) -> Reservation:
         return self
@@ -206,7 +108,7 @@ class EngineClient:
         engine process (the runtime's policy, `appliance.runtime.backoff`)."""
         self.graph = graph
         self._restart_delay = restart_delay
-        self._metrics = metrics
+        self._metrics = ClientMetrics(metrics, graph.name)
         self.state: State = "stopped"
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
@@ -305,7 +207,7 @@ class EngineClient:
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(
-            target=engine_process.main,
+            target=run_engine,
             args=(self.graph, child_conn, current_logging()),
             name=f"engine-{self.name}",
             daemon=True,
@@ -359,7 +261,10 @@ class EngineClient:
         `submit`. Raises ModelNotReady or Overloaded like `submit`."""
         self._admit()
         self._reserved += 1
-        return Reservation(self)
+        return Reservation(self._unreserve)
+
+    def _unreserve(self) -> None:
+        self._reserved -= 1
 
     def _check_ready(self) -> None:
         status = self.status
@@ -390,7 +295,13 @@ class EngineClient:
             self._admit()
         request_id = next(_ids)
         # Registered before the engine answers: its first deltas may arrive with the accept.
-        stream = RequestStream(self, request_id, 0, sequences=params.n)
+        stream = RequestStream(
+            request_id,
+            model=self.name,
+            timeout=self.graph.limits.request_timeout_seconds,
+            cancel=self._cancel,
+            sequences=params.n,
+        )
         accepted: asyncio.Future[Accepted] = self._loop.create_future()
         self._streams[request_id] = stream
         self._pending[request_id] = accepted
@@ -436,7 +347,7 @@ class EngineClient:
             return await (asyncio.wait_for(answer, timeout) if timeout else answer)
         except TimeoutError:
             self._abandon(request_id)
-            raise _timed_out(self.name, timeout) from None
+            raise timed_out(self.name, timeout) from None
         except asyncio.CancelledError:
             self._abandon(request_id)  # the client left: the engine skips it unless already started
             raise
@@ -451,9 +362,7 @@ class EngineClient:
     def _cancel(self, request_id: int) -> None:
         stream = self._streams.pop(request_id, None)
         if stream is not None:
-            stream.finish_reason = "cancelled"
-            if self._metrics:
-                self._metrics.requests.labels(self.name, "cancelled").inc()
+            self._metrics.cancelled(stream)
             self._outbox.put(encoder.encode(Cancel(request_id=request_id)))
 
     # -- frames from the engine -------------------------------------------------------------
@@ -472,7 +381,7 @@ class EngineClient:
             for event in message.events:
                 self._deliver(event)
         elif isinstance(message, Stats):
-            self._count_speculation(message)
+            self.speculation = self._metrics.speculation(self.speculation, self.stats, message)
             self.stats = message
             stalled = message.stalled_seconds
             self._stuck_since = time.monotonic() - stalled if stalled else None
@@ -521,63 +430,13 @@ class EngineClient:
         stream = self._streams.get(request_id)
         if stream is None:  # cancelled on this side; the engine has been told
             return
-        complete = stream._arrived.completed_by(event)
+        complete = stream.arrive(event)
         if complete:
             del self._streams[request_id]
-        self._observe(stream, event, complete)
-        stream._events.put_nowait(event)
-
-    def _observe(self, stream: RequestStream, event: Delta | Finished, complete: bool) -> None:
-        now = time.monotonic()
-        stream._tokens_by_index[event.index] = event.tokens if isinstance(event, Delta) else event.completion_tokens
-        tokens = sum(stream._tokens_by_index.values())
-        new_tokens = tokens - stream.tokens_seen
-        metrics, model = self._metrics, self.name
-        if new_tokens > 0:
-            if stream.first_token_at is None:
-                stream.first_token_at = now
-                if metrics:
-                    metrics.time_to_first_token.labels(model).observe(now - stream.submitted_at)
-            elif metrics and stream.last_token_at is not None:
-                gap = (now - stream.last_token_at) / new_tokens
-                for _ in range(new_tokens):
-                    metrics.inter_token_latency.labels(model).observe(gap)
-            stream.last_token_at = now
-            stream.tokens_seen = tokens
-        if complete:
-            completion_tokens = tokens
-            stream.completion_tokens = completion_tokens
-            stream.finish_reason = event.finish_reason
-            if metrics:
-                metrics.requests.labels(model, event.finish_reason).inc()
-                metrics.prompt_tokens.labels(model).inc(event.prompt_tokens)
-                metrics.generation_tokens.labels(model).inc(completion_tokens)
-                metrics.e2e_latency.labels(model).observe(now - stream.submitted_at)
-                if completion_tokens > 1 and stream.first_token_at is not None:
-                    metrics.time_per_output_token.labels(model).observe(
-                        (now - stream.first_token_at) / (completion_tokens - 1)
-                    )
-
-    def _count_speculation(self, stats: Stats) -> None:
-        # The engine counts since it started; `self.stats` is reset when it restarts.
-        drafted = max(0, stats.draft_tokens - self.stats.draft_tokens)
-        accepted = max(0, stats.accepted_tokens - self.stats.accepted_tokens)
-        if not drafted:
-            return
-        self.speculation = (self.speculation[0] + drafted, self.speculation[1] + accepted)
-        if self._metrics:
-            self._metrics.spec_draft_tokens.labels(self.name).inc(drafted)
-            self._metrics.spec_accepted_tokens.labels(self.name).inc(accepted)
-            self._metrics.spec_acceptance_rate.labels(self.name).set(self.speculation[1] / self.speculation[0])
+        self._metrics.observe(stream, event, complete)
 
     def _update_gauges(self) -> None:
-        if self._metrics:
-            model, stats = self.name, self.stats
-            self._metrics.running.labels(model).set(stats.running - stats.waiting)
-            self._metrics.waiting.labels(model).set(stats.waiting)
-            self._metrics.kv_cache_usage.labels(model).set(stats.kv_cache_usage)
-            self._metrics.in_flight.labels(model).set(self.in_flight)
-            self._metrics.model_ready.labels(model).set(1 if self.status == "ready" else 0)
+        self._metrics.gauges(self.stats, in_flight=self.in_flight, ready=self.status == "ready")
 
     # -- failure and restart ----------------------------------------------------------------
 
@@ -591,16 +450,8 @@ class EngineClient:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
-        for request_id, stream in list(self._streams.items()):
-            stream._events.put_nowait(
-                Finished(
-                    request_id=request_id,
-                    finish_reason="error",
-                    prompt_tokens=stream.prompt_tokens,
-                    completion_tokens=0,
-                    error=str(error),
-                )
-            )
+        for stream in self._streams.values():
+            stream.fail(str(error))
         self._streams.clear()
 
     def _on_engine_died(self) -> None:
@@ -628,9 +479,7 @@ class EngineClient:
         log.error("engine %s: process died (exit code %s); restarting", self.name, exit_code)
         self._fail_all(EngineFailure(f"The engine of model '{self.name}' failed; the request was lost."))
         self.state = "restarting"
-        if self._metrics:
-            self._metrics.engine_restarts.labels(self.name).inc()
-            self._metrics.model_ready.labels(self.name).set(0)
+        self._metrics.restarted()
         delay = self._restart_delay(self._restarts)
         self._restarts += 1
         self._restart_task = self._loop.create_task(self._restart_after(delay))
@@ -639,13 +488,6 @@ class EngineClient:
         await asyncio.sleep(delay)
         if self.state == "restarting":
             self.start()
-
-
-def _timed_out(model: str, timeout: float) -> RequestTimedOut:
-    return RequestTimedOut(
-        f"The request ran longer than model '{model}' allows "
-        f"({timeout:g} s, limits.request_timeout_seconds); it was stopped."
-    )
 
 
 def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:

@@ -17,15 +17,16 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
-from appliance.engine.base import Engine
-from appliance.engine.batching import BatchingEngine
 from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
-from appliance.engine.stateful import StatefulEngine
 from appliance.engine.templates import template_tools
 from appliance.graphfiles import Graph
 from appliance.logs import LogFormat, configure_logging
+
+if TYPE_CHECKING:
+    from appliance.engine.base import Engine
 
 __all__ = ["main"]
 
@@ -41,6 +42,11 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     started = time.monotonic()
     try:
+        # Imported here, in the engine process: they load OpenVINO GenAI, which the server process
+        # (where `EngineClient` names this function as the spawn target) never needs.
+        from appliance.engine.batching import BatchingEngine
+        from appliance.engine.stateful import StatefulEngine
+
         engine: Engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
     except Exception as exc:  # any load failure is reported, the process then exits
         conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))

@@ -4,23 +4,20 @@ and the request's time limit ends the stream."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 
-from appliance.engine.client import RequestStream
 from appliance.engine.messages import Delta, Finished, TokenLogprob
+from appliance.engine.streams import RequestStream
 from appliance.errors import RequestTimedOut
 
 
 class _Client:
-    def __init__(self, timeout: float = 0.0) -> None:
-        self.graph = SimpleNamespace(limits=SimpleNamespace(request_timeout_seconds=timeout))
-        self.name = "m"
-        self.cancelled: list[int] = []
+    """What a stream is given of its client: a time limit and a way to cancel."""
 
-    def _cancel(self, request_id: int) -> None:
-        self.cancelled.append(request_id)
+    def __init__(self, timeout: float = 0.0) -> None:
+        self.timeout = timeout
+        self.cancelled: list[int] = []
 
 
 def _logprob(token: str) -> TokenLogprob:
@@ -28,7 +25,9 @@ def _logprob(token: str) -> TokenLogprob:
 
 
 def _stream(client: _Client, sequences: int = 1) -> RequestStream:
-    return RequestStream(client, request_id=7, prompt_tokens=3, sequences=sequences)
+    return RequestStream(
+        7, model="m", timeout=client.timeout, cancel=client.cancelled.append, prompt_tokens=3, sequences=sequences
+    )
 
 
 async def _collect(stream: RequestStream) -> list[Delta | Finished]:
