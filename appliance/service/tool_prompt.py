@@ -18,7 +18,8 @@ llama.cpp's generic format and Ollama do):
 appended to the request's first system message (after a blank line) or as a new first system
 message. When the template does not render `tool_calls` either, earlier assistant turns' calls
 are written into their text in the same format. Tool results stay `tool` messages, as the
-template (or OpenVINO GenAI's fallback for it) renders them: measured on SmolLM2-135M, results
+template (or OpenVINO GenAI's fallback for it) renders them, without their `tool_call_id` (the
+calls written as text carry none): measured on SmolLM2-135M, results
 rewritten as `<tool_response>` or plain user text made the Agents SDK's loop call its tool again
 and again. `/tokenize` renders the same prompt.
 """
@@ -60,6 +61,11 @@ def shown_tools(
 
 
 def _calls_as_text(message: dict[str, Any], parser: Any) -> dict[str, Any]:
+    if message["role"] == "tool":
+        # The calls written above carry no ids, so a result's id tells the model nothing; left in,
+        # a client's random ids (`call_x7Qp...`) would make the same conversation a different
+        # prompt each time, and a greedy answer with it.
+        return {key: value for key, value in message.items() if key != "tool_call_id"}
     calls = message.get("tool_calls")
     if not calls:
         return message
