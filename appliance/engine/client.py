@@ -403,7 +403,7 @@ class EngineClient:
                 message.load_seconds,
                 message.max_context,
                 f", GGUF_READER={message.gguf_reader}" if message.gguf_reader else "",
-                self.tools.describe(self.graph),
+                self.tools.describe(),
             )
         elif isinstance(message, LoadFailed):
             self.load_error = message.message

@@ -79,6 +79,6 @@ class ToolFormat:
             parser, source = GENERIC_TOOL_PARSER, "generic"
         return cls(parser, ready.template_renders_tools, ready.template_renders_tool_calls, source)
 
-    def describe(self, graph: Graph) -> str:
+    def describe(self) -> str:
         shown = "by the chat template" if self.from_template else "in a system message (the template ignores them)"
         return f"{self.parser} calls ({self.source}), tool list {shown}"

@@ -138,9 +138,12 @@ def output_grammar(
     if isinstance(request, ChatCompletionRequest):
         rules = RuleSet()
         schemas: dict[str, object] = {}
-        calls = _calls(tools, rules, schemas) if tools.tools and tools.parser is not None else None
         text = None if tools.forced else _response_format(request, rules, schemas)
-        if calls is not None and (tools.forced or text is not None):
+        # Calls are written only where they constrain the output: with tool_choice auto and no
+        # format the model writes freely (and a tool schema no grammar can express is no error).
+        in_grammar = bool(tools.tools) and tools.parser is not None and (tools.forced or text is not None)
+        calls = _calls(tools, rules, schemas) if in_grammar else None
+        if calls is not None:
             expression = calls if text is None else f"({calls}) | ({text})"
             param = "tool_choice" if tools.forced else "response_format"
             found.append((param, _budgeted(rules.render(expression), "tools", graph, schemas)))

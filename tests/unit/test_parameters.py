@@ -250,6 +250,12 @@ def test_tools_and_a_response_format_together(client: TestClient, engine: FakeEn
     either = engine.submitted[-1].params.grammar
     assert "tool_call_block" in either and "temperature_c" in either
     assert either.startswith("root ::= (tool_call_block")
+    # auto without a format writes no grammar: a tool schema none could express is no error.
+    unique = {"type": "function", "function": {"name": "tags", "parameters": {"type": "array", "uniqueItems": True}}}
+    assert chat(client, tools=[unique], tool_choice="auto").status_code == 200
+    assert engine.submitted[-1].params.grammar is None
+    refused = chat(client, tools=[unique], tool_choice="required")
+    assert refused.status_code == 400 and refused.json()["error"]["param"].endswith("uniqueItems")
     # structured_outputs still stands alone.
     refused = chat(client, tools=[WEATHER], tool_choice="required", structured_outputs={"regex": "a+"})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "structured_outputs"
