@@ -334,14 +334,18 @@ class RequestOutputs:
             # stop token unless asked for: include_stop_str_in_output (on by default in streams,
             # as OVMS does) is about stop strings and tokens, and the end-of-turn marker written
             # as text (special tokens are kept when tool calls are parsed) would reach `content`.
+            # Its logprob stays where the stop is kept (LMI and TGI list the end-of-sequence token,
+            # marked special, so their token lists match the generated count).
             final = ids[-1] if ids else None
-            if final == self._eos_token_id or (
-                final in self._stop_token_ids and not self._params.include_stop_str_in_output
-            ):
-                ids, logprobs = ids[:-1], logprobs[:-1]
+            kept = self._params.include_stop_str_in_output
+            if final == self._eos_token_id or (final in self._stop_token_ids and not kept):
+                ids = ids[:-1]
+                if not kept:
+                    logprobs = logprobs[:-1]
         self._write(sequence, ids, final=False)
         if self._params.logprobs:
-            sequence.logprobs.extend(self._texts.entry(token, float(lp)) for token, lp in zip(ids, logprobs))
+            scored = list(output.generated_ids)[: len(logprobs)]
+            sequence.logprobs.extend(self._texts.entry(token, float(lp)) for token, lp in zip(scored, logprobs))
 
     def _write(self, sequence: _Sequence, ids: list[int], *, final: bool) -> None:
         sequence.window += ids

@@ -111,6 +111,24 @@ def test_tokens_after_a_matched_stop_string_are_not_counted(demo_root) -> None:
         assert len(delta.logprobs) + len(finished.logprobs) == logprobs
 
 
+def test_the_end_of_sequence_token_leaves_the_text_and_keeps_its_logprob_where_stops_are_kept(demo_root) -> None:
+    """The EOS token is never text; its logprob is listed where the stop is kept (LMI and TGI list
+    it as a special token, so their token lists match the generated count), dropped otherwise."""
+    tokenizer = openvino_genai.Tokenizer(str(demo_root / "models" / "demo-chat"))
+    ids = [int(i) for i in tokenizer.encode("hello world", add_special_tokens=False).input_ids.data[0]]
+    eos = tokenizer.get_eos_token_id()
+    for include, listed in ((True, len(ids) + 1), (False, len(ids))):
+        params = SamplingParams(max_new_tokens=8, include_stop_str_in_output=include, logprobs=True)
+        outputs = RequestOutputs(openvino_genai, tokenizer, params, TokenTexts(tokenizer), eos_token_id=eos)
+        outputs.read({0: _Output([*ids, eos], openvino_genai.GenerationFinishReason.STOP, logprob=-1.0)})
+        (finished,) = outputs.finish(1, 0, failure=None)
+        assert finished.text == "hello world"
+        assert finished.completion_tokens == len(ids) + 1
+        assert len(finished.logprobs) == listed
+        if include:
+            assert finished.logprobs[-1].id == eos
+
+
 class _Output:
     def __init__(self, ids: list[int], finish_reason, logprob: float | None = None) -> None:
         self.generated_ids, self.finish_reason = ids, finish_reason
