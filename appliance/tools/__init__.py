@@ -1,7 +1,7 @@
 """Tools beside the serving core: `appliance` subcommands that serving itself does not need.
 
 - `demo/`: the offline demo models (random weights, a local tokenizer, real OpenVINO IR).
-- `export.py` with `probe.py`: a Hugging Face model to OpenVINO IR and a graph file, checked.
+- `export/`: a Hugging Face model to OpenVINO IR (or a `.gguf` file as it is) and a graph file, checked.
 - `bench/`: the appliance against the graph's own pipeline, over HTTP and in process.
 - `soak/`: minutes of mixed traffic against a running server.
 - `launch.py`: start `appliance serve` and wait for /health (bench and the tests use it).

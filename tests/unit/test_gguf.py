@@ -320,7 +320,7 @@ def test_export_of_a_gguf_file_refuses_what_does_not_apply(
 )
 def test_export_of_a_gguf_file_checks_it_first(tmp_path: Path, data: bytes, expected: str) -> None:
     from appliance.tools.export import ExportError
-    from appliance.tools.export_gguf import export_gguf
+    from appliance.tools.export.gguf import export_gguf
 
     graphs = tmp_path / "graphs"
     with pytest.raises(ExportError, match=expected):
@@ -329,7 +329,7 @@ def test_export_of_a_gguf_file_checks_it_first(tmp_path: Path, data: bytes, expe
 
 
 def test_export_of_a_hugging_face_model_keeps_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    import appliance.tools.export as export
+    import appliance.tools.export.ir as export
     from appliance.cli import main
 
     calls: list[dict] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.tools.hub_source import SourceError, hub_environment
+from appliance.tools.export.hub_source import SourceError, hub_environment
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_hf_hub_offline_counts_as_offline(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_a_cached_hub_model_exports_offline(closed_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("appliance.tools.hub_source._cached", lambda source: source == "org/cached")
+    monkeypatch.setattr("appliance.tools.export.hub_source._cached", lambda source: source == "org/cached")
     assert hub_environment("org/cached") == {"HF_HUB_OFFLINE": "1"}
 
 

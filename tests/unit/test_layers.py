@@ -10,7 +10,10 @@ that the core never imports the tools.
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 
@@ -64,15 +67,17 @@ def _imported(path: Path, source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             base = here[: len(here) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
-            if module == "appliance":  # a module of the package, or a name in its __init__
-                found += [f"appliance.{alias.name}" if _is_module(alias.name) else "appliance" for alias in node.names]
-            else:
-                found.append(module)
+            # `from package import module` imports the module; any other name comes from __init__.
+            found += [
+                f"{module}.{alias.name}" if _is_module(f"{module}.{alias.name}") else module for alias in node.names
+            ]
     return [name for name in found if name == "appliance" or name.startswith("appliance.")]
 
 
 def _is_module(name: str) -> bool:
-    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+    """`appliance.service.chat` names a module or package of ours."""
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    return name.startswith("appliance.") and (path.is_dir() or path.with_suffix(".py").is_file())
 
 
 def _imports_by_module() -> dict[str, list[str]]:
@@ -124,5 +129,34 @@ def test_the_checks_see_a_wrong_import() -> None:
     """Relative imports are resolved: a service module importing the api or the server is found."""
     source = "from ..api import app\nfrom appliance import server, __version__\nfrom . import chat\nimport json\n"
     imported = _imported(PACKAGE / "service" / "x.py", source)
-    assert imported == ["appliance.api", "appliance.server", "appliance", "appliance.service"]
+    assert imported == ["appliance.api.app", "appliance.server", "appliance", "appliance.service.chat"]
     assert [name for name in imported if PLACE[_package_of(name)] < _place("service/x.py")] == imported[:2]
+
+
+def _module_file(name: str, modules: dict[str, list[str]]) -> str | None:
+    """`appliance.service.chat` -> `service/chat.py` (or its package's `__init__.py`)."""
+    path = "/".join(name.split(".")[1:])
+    for candidate in (f"{path}.py", f"{path}/__init__.py" if path else "__init__.py"):
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """Any import, at module level or inside a function: a circle means two modules are one."""
+    _import_graph(_imports_by_module()).prepare()  # raises CycleError naming the circle
+
+
+def _import_graph(modules: dict[str, list[str]]) -> graphlib.TopologicalSorter:
+    return graphlib.TopologicalSorter(
+        {
+            relative: {found for name in imported if (found := _module_file(name, modules)) and found != relative}
+            for relative, imported in modules.items()
+        }
+    )
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    modules = {"a.py": ["appliance.b"], "b.py": ["appliance.a"]}
+    with pytest.raises(graphlib.CycleError):
+        _import_graph(modules).prepare()

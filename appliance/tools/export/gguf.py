@@ -18,7 +18,7 @@ from appliance.errors import ConfigError
 from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, load_graph
 from appliance.graphfiles.checks import check_model
 from appliance.graphfiles.gguf import GGUFError, read_header
-from appliance.tools.export import ExportError, render_graph
+from appliance.tools.export.ir import ExportError, render_graph
 
 __all__ = ["export_gguf"]
 
@@ -84,7 +84,7 @@ def export_gguf(
 
 
 def _probe(source: Path) -> str:
-    from appliance.tools.probe import probe_model
+    from appliance.tools.export.probe import probe_model
 
     try:
         return probe_model(source, "CPU")

@@ -1,15 +1,13 @@
-"""`appliance export`: a Hugging Face model (hub id or local folder) -> OpenVINO IR + graph file.
+"""A Hugging Face model (hub id or local folder) -> OpenVINO IR + graph file.
 
 It runs `optimum-cli export openvino` (the supported exporter; it also converts the tokenizer and
-detokenizer) with its progress shown, checks the result, and writes `graphs/NAME.toml`. The model
-only replaces an existing folder with `--force`, and only once the new one passed its checks.
-
-A `.gguf` file is not converted: `export_gguf.py` checks it and writes a graph file pointing at it.
+detokenizer) with its progress shown, checks the result (`probe`), and writes `graphs/NAME.toml`.
+The model only replaces an existing folder with `--force`, and only once the new one passed its
+checks.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -20,95 +18,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, GGUF_SUFFIX, is_npu
-from appliance.tools.hub_source import SourceError, hub_environment
+from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, is_npu
+from appliance.tools.export.hub_source import SourceError, hub_environment
 
-__all__ = ["WEIGHT_FORMATS", "ExportError", "export_model", "register", "run"]
+__all__ = ["WEIGHT_FORMATS", "ExportError", "check_model", "export_model", "render_graph"]
 
 WEIGHT_FORMATS = ("int4", "int8", "fp16", "fp32")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A served model name (and folder name)."""
 _REQUIRED = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
-
-
-def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add `export` to the parser."""
-    parser = subcommands.add_parser(
-        "export",
-        help="export a Hugging Face model to OpenVINO IR and write its graph file",
-        description="Export SOURCE (a Hugging Face model id or a local folder) with optimum-intel into "
-        "MODELS/NAME, check that it loads and renders its chat template, and write GRAPHS/NAME.toml. "
-        "A .gguf file is served as it is: it is checked and loaded, and the graph points at it.",
-    )
-    parser.add_argument("source", metavar="SOURCE", help="Hugging Face model id, local model folder or .gguf file")
-    parser.add_argument("--name", required=True, help="served model name (and folder name)")
-    parser.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="default int8 (not for a .gguf file)")
-    parser.add_argument("--models-dir", type=Path, metavar="DIR", help="default ./models (not for a .gguf file)")
-    parser.add_argument("--graphs-dir", type=Path, default=Path("graphs"), metavar="DIR", help="default ./graphs")
-    parser.add_argument(
-        "--device",
-        default="CPU",
-        help="device written to the graph file (default CPU); NPU also means symmetric int4 weights with "
-        "--weight-format int4 and a stateful-pipeline graph",
-    )
-    parser.add_argument(
-        "--max-prompt-len",
-        type=int,
-        default=DEFAULT_MAX_PROMPT_LEN,
-        metavar="N",
-        help=f"NPU graphs: longest prompt in tokens (MAX_PROMPT_LEN, default {DEFAULT_MAX_PROMPT_LEN})",
-    )
-    parser.add_argument("--task", help="optimum task, when it cannot be inferred (e.g. image-text-to-text)")
-    parser.add_argument(
-        "--trust-remote-code", action="store_true", help="allow the model's own code (trusted repos only)"
-    )
-    parser.add_argument("--force", action="store_true", help="replace an existing model folder and graph file")
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    """Export; 1 with the failed step's reason on stderr."""
-    try:
-        if args.source.endswith(GGUF_SUFFIX):
-            _export_gguf(args)
-            return 0
-        export_model(
-            args.source,
-            args.name,
-            weight_format=args.weight_format or "int8",
-            models_dir=args.models_dir or Path("models"),
-            graphs_dir=args.graphs_dir,
-            device=args.device,
-            task=args.task,
-            trust_remote_code=args.trust_remote_code,
-            force=args.force,
-            max_prompt_len=args.max_prompt_len,
-        )
-    except ExportError as exc:
-        print(f"appliance export: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _export_gguf(args: argparse.Namespace) -> None:
-    from appliance.tools.export_gguf import export_gguf
-
-    flags = {"--weight-format": args.weight_format, "--models-dir": args.models_dir, "--task": args.task}
-    flags["--trust-remote-code"] = args.trust_remote_code or None
-    given = [flag for flag, value in flags.items() if value is not None]
-    if given:
-        raise ExportError(
-            f"{given[0]} does not apply to a GGUF file: it is served as it is (its own quantization), from where it is"
-        )
-    if not _NAME.match(args.name):
-        raise ExportError(f"--name {args.name!r}: use letters, digits, '.', '_' and '-' (up to 128)")
-    export_gguf(
-        Path(args.source),
-        args.name,
-        graphs_dir=args.graphs_dir,
-        device=args.device,
-        force=args.force,
-        max_prompt_len=args.max_prompt_len,
-    )
 
 
 class ExportError(Exception):
@@ -130,7 +48,7 @@ def export_model(
     log: Callable[[str], None] = print,
 ) -> Path:
     """Export `source` to `models_dir/name`, check it, write `graphs_dir/name.toml`; returns the graph."""
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise ExportError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (up to 128)")
     if weight_format not in WEIGHT_FORMATS:
         raise ExportError(f"--weight-format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
@@ -232,7 +150,7 @@ def _infer_local_task(folder: Path) -> str | None:
 
 def check_model(model_dir: Path, device: str = "CPU") -> str:
     """The folder has the model IR, both tokenizer IRs and a chat template, and it generates."""
-    from appliance.tools.probe import is_vlm_folder, probe_model
+    from appliance.tools.export.probe import is_vlm_folder, probe_model
 
     main_ir = "openvino_language_model.xml" if is_vlm_folder(model_dir) else "openvino_model.xml"
     missing = [f for f in (main_ir, *_REQUIRED) if not (model_dir / f).is_file()]
