@@ -13,7 +13,7 @@ from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import openai as service
+from appliance.service import completions as service
 from appliance.service.field_policy import check_stream_options
 
 __all__ = ["router"]

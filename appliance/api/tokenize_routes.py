@@ -12,7 +12,7 @@ from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request, unless_disconnected
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import openai as service
+from appliance.service import tokenize as service
 
 __all__ = ["routes"]
 

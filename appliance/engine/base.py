@@ -17,7 +17,7 @@ import openvino_genai
 from appliance.engine.inbox import Inbox
 from appliance.engine.messages import Accepted, SamplingParams
 from appliance.engine.outputs import Detokenizer, RequestOutputs
-from appliance.engine.requests import PreparedSubmit, RequestPreparer
+from appliance.engine.preparer import PreparedSubmit, RequestPreparer
 from appliance.engine.vocab_decoder import VocabDecoder
 from appliance.graphfiles import Graph
 

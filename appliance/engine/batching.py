@@ -41,7 +41,7 @@ from appliance.engine.messages import (
 from appliance.engine.outbox import Outbox
 from appliance.engine.outputs import RequestOutputs
 from appliance.engine.pipelines import load_pipeline
-from appliance.engine.requests import reason
+from appliance.engine.preparer import reason
 from appliance.graphfiles import Graph
 
 __all__ = ["BatchingEngine"]

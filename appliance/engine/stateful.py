@@ -53,7 +53,7 @@ from appliance.engine.messages import (
 from appliance.engine.outbox import Outbox
 from appliance.engine.outputs import RequestOutputs
 from appliance.engine.pipelines import load_stateful_pipeline
-from appliance.engine.requests import PreparedSubmit, reason
+from appliance.engine.preparer import PreparedSubmit, reason
 from appliance.engine.vlm import image_tensors
 from appliance.graphfiles import Graph
 

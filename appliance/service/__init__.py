@@ -6,11 +6,11 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `prompt_limits`: cheap bounds on messages and tools, before any rendering;
 - `chat_prompt` (with `images`): the messages and template options the chat template receives;
 - `tool_plan`: whether tools are in play, decided once (template, parser, forced call);
-- `constraints` (with `tools` for a forced call): the output grammar, off the event loop;
+- `constraints` (with `tool_parsers` for a forced call): the output grammar, off the event loop;
 - `sampling` (with `speculative`): the engine's SamplingParams;
-- `chat_output` (with `reasoning`, `tools`, `streams`): engine events -> answer or chunks.
+- `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks.
 
-`openai` serves completions and the tokenizer routes (`completion_output` builds their answers);
+`completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer routes;
 `lmi` and `elastic` translate their dialects onto completions and chat; `responses` translates
 OpenAI's Responses API onto chat (`responses_input`: items -> messages; `responses_output`: chunks
 -> events; `response_store`: stored responses). `field_policy`: the OpenAI fields accepted without

@@ -31,7 +31,7 @@ from appliance.protocol.openai import (
 )
 from appliance.service.reasoning import ReasoningStream
 from appliance.service.streams import Usage, finish_reason, merged, new_id
-from appliance.service.tools import ParsedCall, ToolCallStream, new_call_id, tool_parser
+from appliance.service.tool_parsers import ParsedCall, ToolCallStream, new_call_id, tool_parser
 
 __all__ = ["chat_completion", "chat_completion_chunks"]
 

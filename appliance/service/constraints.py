@@ -37,8 +37,8 @@ from appliance.protocol.openai import (
     ResponseFormatJSONSchema,
     StructuredOutputs,
 )
+from appliance.service.tool_parsers import call_expression
 from appliance.service.tool_plan import NO_TOOLS, ToolPlan
-from appliance.service.tools import call_expression
 
 __all__ = ["constrained_output", "output_grammar"]
 

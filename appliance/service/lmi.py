@@ -1,7 +1,7 @@
 """LMI `/invocations` on top of the OpenAI service layer.
 
 An LMI request becomes an equivalent OpenAI completions request, so sampling checks and graph
-limits are exactly those of `/v1/completions` (`service.openai.open_completion`). The engine's
+limits are exactly those of `/v1/completions` (`service.completions.open_completion`). The engine's
 events are then shaped as LMI answers: `generated_text`, `details` and token objects.
 
 Two things the OpenAI request is asked for on purpose, whatever the client sent:
@@ -34,7 +34,7 @@ from appliance.protocol.lmi import (
 )
 from appliance.protocol.openai import CompletionRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import openai as openai_service
+from appliance.service import completions
 from appliance.service.prompt_limits import check_prompt
 from appliance.service.streams import finish_reason, merged
 
@@ -190,7 +190,7 @@ async def open_generation(engine: EngineClient, request: InvocationRequest) -> G
                 answer = await engine.tokenize(TextPrompt(text=text), add_special_tokens=True)
                 prefill.append([Token(id=i, text=t, log_prob=None) for i, t in zip(answer.tokens, answer.token_strs)])
         # The stateful pipeline (NPU) computes no log probabilities: its token objects show null.
-        streams = await openai_service.open_completion(
+        streams = await completions.open_completion(
             engine, completion, logprob_values_optional=True, stop_param="parameters.stop_sequences"
         )
     except ApplianceError as exc:

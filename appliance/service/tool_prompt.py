@@ -30,7 +30,7 @@ import json
 from typing import Any
 
 from appliance.engine.templates import ToolFormat
-from appliance.service.tools import tool_parser
+from appliance.service.tool_parsers import tool_parser
 
 __all__ = ["TOOLS_INTRO", "shown_tools"]
 

@@ -9,7 +9,7 @@ import pytest
 from appliance.grammar.ebnf import parse_grammar
 from appliance.protocol.openai import FunctionDefinition, Tool
 from appliance.service.reasoning import ReasoningStream
-from appliance.service.tools import ParsedCall, ToolCallStream, forced_call_grammar, new_call_id, tool_parser
+from appliance.service.tool_parsers import ParsedCall, ToolCallStream, forced_call_grammar, new_call_id, tool_parser
 
 
 def run(parser: str, text: str, chunk: int) -> tuple[str, list[ParsedCall]]:
