@@ -15,6 +15,8 @@ from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
 from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
+from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices
 from appliance.errors import ConfigError
@@ -27,8 +29,6 @@ from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
-from appliance.service.lmi import LmiOptions
-from appliance.service.response_store import ResponseStore
 from appliance.settings import Settings, exposure_warning, key_file
 
 __all__ = ["CannotListen", "load_api_keys", "serve"]

@@ -23,12 +23,12 @@ from appliance.api import (
 )
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.responses.store import ResponseStore
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
-from appliance.service.lmi import LmiOptions
-from appliance.service.response_store import ResponseStore
 
 __all__ = ["create_app"]
 

@@ -15,11 +15,11 @@ from appliance.api.decoding import convert_body, decode_json
 from appliance.api.errors import error_response
 from appliance.api.handling import open_recorded_chat
 from appliance.api.sse import HEADERS, named_events
+from appliance.dialects import elastic
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import elastic
 
 __all__ = ["router"]
 

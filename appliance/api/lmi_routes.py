@@ -3,7 +3,7 @@
 A body with `messages` is a chat completions request (LMI's chat schema) and keeps the OpenAI
 error envelope; any other body is the LMI `inputs` + `parameters` schema, whose errors take LMI's
 shapes: `{"error", "code"}` for a request refused before generation, a `finish_reason: "error"`
-answer for a generation that fails (see `service.lmi.GenerationError`).
+answer for a generation that fails (see `dialects.lmi.GenerationError`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from appliance.api.decoding import convert_body, decode_body
 from appliance.api.errors import error_response
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
+from appliance.dialects import lmi
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.lmi import InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import lmi
 
 __all__ = ["router"]
 

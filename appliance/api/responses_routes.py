@@ -1,9 +1,9 @@
 """The Responses API, under both /v1 and /v3: create (streamed or not), retrieve and delete.
 
-A response is planned as a chat completion (`service.responses`) and submitted the way chat
+A response is planned as a chat completion (`dialects.responses`) and submitted the way chat
 completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
 the access log); its errors take the OpenAI envelope. Stored responses belong to the API key that
-created them (`service.response_store`).
+created them (`dialects.responses.store`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from litestar.response import Stream
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, typed_events
+from appliance.dialects.responses.input import prepare_body
+from appliance.dialects.responses.plan import ResponseCall, plan_response
+from appliance.dialects.responses.store import ResponseStore, owner_of
 from appliance.errors import ApplianceError, InvalidRequest, NotFound
 from appliance.media import ImageLoader
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service.response_store import ResponseStore, owner_of
-from appliance.service.responses import ResponseCall, plan_response
-from appliance.service.responses_input import prepare_body
 
 __all__ = ["routes"]
 

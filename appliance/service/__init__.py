@@ -10,9 +10,8 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `sampling` (with `speculative`): the engine's SamplingParams;
 - `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks.
 
-`completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer routes;
-`lmi` and `elastic` translate their dialects onto completions and chat; `responses` translates
-OpenAI's Responses API onto chat (`responses_input`: items -> messages; `responses_output`: chunks
--> events; `response_store`: stored responses). `field_policy`: the OpenAI fields accepted without
-effect, and those refused with a reason.
+`completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer
+routes. `field_policy`: the OpenAI fields accepted without effect, and those refused with a reason.
+The other APIs (Responses, LMI, Elasticsearch, Anthropic Messages) are dialects on this core, in
+`appliance.dialects`.
 """

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from appliance.dialects.lmi import LmiOptions, invocation_engine
 from appliance.errors import InvalidRequest
 from appliance.runtime.registry import ModelRegistry
-from appliance.service.lmi import LmiOptions, invocation_engine
 from tests.fakes import FakeEngineClient, fake_graph
 
 

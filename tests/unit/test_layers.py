@@ -1,7 +1,7 @@
 """The import direction docs/architecture.md draws, checked with `ast` over every module:
 
-    cli -> commands/tools -> server -> api -> service -> runtime -> engine -> graphfiles -> errors
-                                        \\-> protocol, media, grammar (beside service)
+    cli -> commands/tools -> server -> api -> dialects -> service -> runtime -> engine -> graphfiles -> errors
+                                                    \\-> protocol, media, grammar (beside service)
 
 No module imports a package to its left. Modules in the same place may import each other, except
 that the core never imports the tools.
@@ -32,6 +32,7 @@ PLACE = {
     "connections": 2.5,
     "api": 3,
     "playground": 3,  # the api's static files
+    "dialects": 3.5,
     "service": 4,
     "protocol": 4.5,
     "media": 4.5,

@@ -13,9 +13,9 @@ from openai.types.responses import Response as SdkResponse
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from appliance.dialects.responses.store import ResponseStore
 from appliance.engine.messages import Finished
 from appliance.graphfiles import Graph, Limits
-from appliance.service.response_store import ResponseStore
 from tests.apps import app_client
 from tests.fakes import FakeEngineClient
 

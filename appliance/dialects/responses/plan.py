@@ -2,14 +2,14 @@
 
 `plan_response` checks what only the Responses API has (its informative and refused fields, the
 `text`, `reasoning` and `include` options, stored conversations), turns the input into chat
-messages (`responses_input`) and the rest into chat's fields (`max_output_tokens` ->
+messages (`input`) and the rest into chat's fields (`max_output_tokens` ->
 `max_completion_tokens`, `text.format` -> `response_format`, flat function tools -> chat tools,
 `reasoning.effort` -> `reasoning_effort`, the sampling extensions as they are). The route submits
 that request through `chat.open_chat`, so message limits, images and their guards, the tool plan,
 grammars and their budget, sampling, admission, cancellation and metrics are chat's; an error the
 chat plan raises is renamed to the Responses field it came from (`ResponsePlan.renamed`).
-`ResponseCall` turns the chat call's chunks into the response's events (`responses_output`) and
-keeps the finished response in the store when the request asked for it (`response_store`).
+`ResponseCall` turns the chat call's chunks into the response's events (`output`) and
+keeps the finished response in the store when the request asked for it (`store`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
+from appliance.dialects.responses.input import InputMessages, input_messages
+from appliance.dialects.responses.output import ResponseEvents, object_id
+from appliance.dialects.responses.store import ResponseStore, StoredResponse
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.protocol.openai import (
     AssistantMessage,
@@ -56,9 +59,6 @@ from appliance.protocol.responses import (
 )
 from appliance.service.chat import ChatCall
 from appliance.service.field_policy import RESPONSES, STREAM_OPTIONS, check_fields, check_stream_options
-from appliance.service.response_store import ResponseStore, StoredResponse
-from appliance.service.responses_input import InputMessages, input_messages
-from appliance.service.responses_output import ResponseEvents, object_id
 
 __all__ = ["ResponseCall", "ResponsePlan", "plan_response"]
 
