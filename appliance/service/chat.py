@@ -27,6 +27,7 @@ from appliance.service.chat_prompt import chat_messages, template_options
 from appliance.service.constraints import constrained_output
 from appliance.service.field_policy import CHAT, STREAM_OPTIONS, check_fields
 from appliance.service.images import ImageParts
+from appliance.service.pieces import AnswerPiece, answer_pieces
 from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
@@ -105,17 +106,24 @@ class ChatCall:
     reasoning_parser: str | None
     tool_parser: str | None
 
-    def chunks(self) -> AsyncIterator[ChatCompletionChunk]:
-        """The streamed answer, chunk by chunk in OpenAI's order."""
-        return chat_completion_chunks(
-            self.request, self.stream, reasoning_parser=self.reasoning_parser, tool_parser=self.tool_parser
+    def pieces(self) -> AsyncIterator[AnswerPiece]:
+        """The answer as typed pieces (reasoning, content, tool calls, finishes, usage last): what
+        every dialect renders."""
+        return answer_pieces(
+            self.stream,
+            self.request.n,
+            logprobs=bool(self.request.logprobs),
+            reasoning_parser=self.reasoning_parser,
+            tool_parser=self.tool_parser,
         )
 
+    def chunks(self) -> AsyncIterator[ChatCompletionChunk]:
+        """The streamed answer as OpenAI's chunks."""
+        return chat_completion_chunks(self.request, self.pieces())
+
     async def completion(self) -> ChatCompletion:
-        """The whole answer."""
-        return await chat_completion(
-            self.request, self.stream, reasoning_parser=self.reasoning_parser, tool_parser=self.tool_parser
-        )
+        """The whole answer as OpenAI's chat completion."""
+        return await chat_completion(self.request, self.pieces())
 
 
 async def open_chat(engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader | None = None) -> ChatCall:

@@ -1,6 +1,6 @@
-"""Chat completion chunks -> the Responses API's stream events, and the response they add up to.
+"""The chat answer's pieces -> the Responses API's stream events, and the response they add up to.
 
-The chat plan's chunks already hold the answer split into reasoning, text and tool calls (parsed
+The pieces (`service.pieces`) hold the answer split into reasoning, text and tool calls (parsed
 with the graph's parsers); here they become output items in the order they arrive: a `reasoning`
 item, a `message` with one `output_text` part, a `function_call` item per call. Each item is
 announced (`response.output_item.added`, `response.content_part.added`), grows by deltas and is
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from appliance.engine import TokenLogprob
 from appliance.errors import ApplianceError
-from appliance.protocol.openai import ChatCompletionChunk, ChoiceLogprobs, CompletionUsage
 from appliance.protocol.response_events import (
     ContentPartAdded,
     ContentPartDone,
@@ -57,6 +57,14 @@ from appliance.protocol.responses import (
     ResponseError,
     ResponseUsage,
 )
+from appliance.service.pieces import (
+    AnswerPiece,
+    ContentPiece,
+    FinishPiece,
+    ReasoningPiece,
+    ToolCallPiece,
+    UsagePiece,
+)
 
 __all__ = ["ResponseEvents", "object_id"]
 
@@ -77,13 +85,11 @@ class _OpenItem:
     logprobs: list[Logprob] = field(default_factory=list)
 
 
-def _logprobs(logprobs: ChoiceLogprobs | None) -> list[Logprob]:
-    if logprobs is None or not logprobs.content:
-        return []
-    return [Logprob(token=e.token, bytes=e.bytes or [], logprob=e.logprob) for e in logprobs.content]
+def _logprobs(entries: list[TokenLogprob] | None) -> list[Logprob]:
+    return [Logprob(token=e.token, bytes=e.bytes, logprob=e.logprob) for e in entries or ()]
 
 
-def _usage(usage: CompletionUsage | None) -> ResponseUsage | None:
+def _usage(usage: UsagePiece | None) -> ResponseUsage | None:
     if usage is None:
         return None
     return ResponseUsage(
@@ -96,7 +102,7 @@ def _usage(usage: CompletionUsage | None) -> ResponseUsage | None:
 
 
 class ResponseEvents:
-    """One response's events, built from its chat chunks; `response` is the latest state."""
+    """One response's events, built from its chat answer's pieces; `response` is the latest state."""
 
     def __init__(self, response: Response) -> None:
         """`response`: the request's settings, status `in_progress`, no output yet."""
@@ -112,23 +118,18 @@ class ResponseEvents:
         self._sequence = 0
         self._open: _OpenItem | None = None
         self._finish_reason: str | None = None
-        self._usage: CompletionUsage | None = None
+        self._usage: UsagePiece | None = None
         self.failure: ApplianceError | None = None
 
-    async def stream(self, chunks: AsyncIterator[ChatCompletionChunk]) -> AsyncIterator[ResponseEvent]:
+    async def stream(self, pieces: AsyncIterator[AnswerPiece]) -> AsyncIterator[ResponseEvent]:
         """Every event, from `response.created` to the final one; an engine failure ends the
         stream with `error` and `response.failed` (and is kept in `failure`)."""
         yield ResponseCreated(sequence_number=self._next(), response=self._snapshot())
         yield ResponseInProgress(sequence_number=self._next(), response=self._snapshot())
         try:
-            async for chunk in chunks:
-                if chunk.usage is not None:
-                    self._usage = chunk.usage
-                for choice in chunk.choices:
-                    for event in self._feed(choice.delta, choice.logprobs):
-                        yield event
-                    if choice.finish_reason is not None:
-                        self._finish_reason = choice.finish_reason
+            async for piece in pieces:
+                for event in self._feed(piece):
+                    yield event
         except ApplianceError as exc:
             self.failure = exc
             for event in self._failed(exc):
@@ -138,9 +139,9 @@ class ResponseEvents:
             yield event
         yield self._finished()
 
-    async def final(self, chunks: AsyncIterator[ChatCompletionChunk]) -> Response:
+    async def final(self, pieces: AsyncIterator[AnswerPiece]) -> Response:
         """The whole response (non-streaming); an engine failure is raised."""
-        async for _ in self.stream(chunks):
+        async for _ in self.stream(pieces):
             pass
         if self.failure is not None:
             raise self.failure
@@ -154,39 +155,40 @@ class ResponseEvents:
     def _snapshot(self, **changes: object) -> Response:
         return msgspec.structs.replace(self.response, output=list(self._output), **changes)
 
-    def _feed(self, delta, logprobs: ChoiceLogprobs | None) -> Iterator[ResponseEvent]:
-        if delta.reasoning_content:
-            yield from self._text("reasoning", delta.reasoning_content, [])
-        if delta.content:
-            yield from self._text("message", delta.content, _logprobs(logprobs))
-        for call in delta.tool_calls or ():
-            yield from self._close()
-            function = call.function
-            assert function is not None and function.name is not None and call.id is not None
-            arguments = function.arguments or ""
-            item_id, index = object_id("fc"), len(self._output)
-            added = OutputFunctionCall(
-                arguments="",
-                call_id=call.id,
-                name=function.name,
-                id=item_id,
-                status="in_progress",
-                namespace=self._namespaces.get(function.name),
-            )
-            yield OutputItemAdded(sequence_number=self._next(), output_index=index, item=added)
-            yield FunctionCallArgumentsDelta(
-                sequence_number=self._next(), item_id=item_id, output_index=index, delta=arguments
-            )
-            yield FunctionCallArgumentsDone(
-                sequence_number=self._next(),
-                item_id=item_id,
-                output_index=index,
-                name=function.name,
-                arguments=arguments,
-            )
-            done = msgspec.structs.replace(added, arguments=arguments, status="completed")
-            self._output.append(done)
-            yield OutputItemDone(sequence_number=self._next(), output_index=index, item=done)
+    def _feed(self, piece: AnswerPiece) -> Iterator[ResponseEvent]:
+        if isinstance(piece, ReasoningPiece):
+            yield from self._text("reasoning", piece.text, [])
+        elif isinstance(piece, ContentPiece):
+            if piece.text:
+                yield from self._text("message", piece.text, _logprobs(piece.logprobs))
+        elif isinstance(piece, ToolCallPiece):
+            yield from self._call(piece)
+        elif isinstance(piece, FinishPiece):
+            self._finish_reason = piece.reason
+        else:
+            self._usage = piece
+
+    def _call(self, call: ToolCallPiece) -> Iterator[ResponseEvent]:
+        yield from self._close()
+        item_id, index = object_id("fc"), len(self._output)
+        added = OutputFunctionCall(
+            arguments="",
+            call_id=call.id,
+            name=call.name,
+            id=item_id,
+            status="in_progress",
+            namespace=self._namespaces.get(call.name),
+        )
+        yield OutputItemAdded(sequence_number=self._next(), output_index=index, item=added)
+        yield FunctionCallArgumentsDelta(
+            sequence_number=self._next(), item_id=item_id, output_index=index, delta=call.arguments
+        )
+        yield FunctionCallArgumentsDone(
+            sequence_number=self._next(), item_id=item_id, output_index=index, name=call.name, arguments=call.arguments
+        )
+        done = msgspec.structs.replace(added, arguments=call.arguments, status="completed")
+        self._output.append(done)
+        yield OutputItemDone(sequence_number=self._next(), output_index=index, item=done)
 
     def _text(self, kind: str, text: str, logprobs: list[Logprob]) -> Iterator[ResponseEvent]:
         item = self._open

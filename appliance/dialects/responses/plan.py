@@ -8,7 +8,7 @@ messages (`input`) and the rest into chat's fields (`max_output_tokens` ->
 that request through `chat.open_chat`, so message limits, images and their guards, the tool plan,
 grammars and their budget, sampling, admission, cancellation and metrics are chat's; an error the
 chat plan raises is renamed to the Responses field it came from (`ResponsePlan.renamed`).
-`ResponseCall` turns the chat call's chunks into the response's events (`output`) and
+`ResponseCall` turns the chat call's answer pieces into the response's events (`output`) and
 keeps the finished response in the store when the request asked for it (`store`).
 """
 
@@ -32,7 +32,6 @@ from appliance.protocol.openai import (
     NamedToolChoice,
     ResponseFormatJSONObject,
     ResponseFormatJSONSchema,
-    StreamOptions,
     SystemMessage,
     Tool,
     ToolCall,
@@ -217,8 +216,6 @@ def plan_response(body: ResponsesRequest, previous: StoredResponse | None = None
         tools=tools,
         reasoning_effort=body.reasoning.effort if body.reasoning is not None else None,
         stream=bool(body.stream),
-        # Usage comes in the chunks' last one, for the response's `usage`.
-        stream_options=StreamOptions(include_usage=True),
         temperature=body.temperature,
         top_p=body.top_p,
         user=body.user,
@@ -283,14 +280,14 @@ class ResponseCall:
 
     async def events(self) -> AsyncIterator[ResponseEvent]:
         """The stream's events; the response is stored once complete (or incomplete)."""
-        async for event in self._events.stream(self._call.chunks()):
+        async for event in self._events.stream(self._call.pieces()):
             yield event
         self._keep()
 
     async def response(self) -> Response:
         """The whole response (an engine failure is raised)."""
         try:
-            response = await self._events.final(self._call.chunks())
+            response = await self._events.final(self._call.pieces())
         except ApplianceError as exc:
             raise self._plan.renamed(exc) from None
         self._keep()
