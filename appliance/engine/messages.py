@@ -195,6 +195,8 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
     error: str = ""
     index: int = 0
     logprobs: list[TokenLogprob] | None = None
+    stop_string: str | None = None
+    """The stop string the text ended at (None: the end-of-sequence token, a stop token, a limit)."""
 
 
 class Tokenized(msgspec.Struct, frozen=True, tag="tokenized"):

@@ -298,7 +298,8 @@ class RequestOutputs:
                 )
                 continue
             reason = failure or sequence.finish_reason or "stop"
-            if failure is None and self._params.stop and self._end_at_stop_string(sequence):
+            stop_string = self._end_at_stop_string(sequence) if failure is None and self._params.stop else None
+            if stop_string is not None:
                 reason = "stop"
             logprobs = self._take_logprobs(sequence)
             events.append(
@@ -311,6 +312,7 @@ class RequestOutputs:
                     error=error,
                     index=index,
                     logprobs=logprobs,
+                    stop_string=stop_string,
                 )
             )
         return events
@@ -369,13 +371,14 @@ class RequestOutputs:
         sequence.logprobs.clear()
         return taken
 
-    def _end_at_stop_string(self, sequence: _Sequence) -> bool:
+    def _end_at_stop_string(self, sequence: _Sequence) -> str | None:
         """Cut the text right after the first stop string (`include_stop_str_in_output`) or right
-        before it; whether the text holds one."""
+        before it; the stop string, None if the text holds none."""
         pending = "".join(sequence.chunks)
-        match = _first_stop_string("".join(sequence.sent) + pending, self._params.stop)
+        text = "".join(sequence.sent) + pending
+        match = _first_stop_string(text, self._params.stop)
         if match is None:
-            return False
+            return None
         start, end = match
         # Text that could begin a stop string was held back (or the pipeline held it), so the cut
         # lies in the text not sent yet.
@@ -393,7 +396,7 @@ class RequestOutputs:
         removed = kept_chars - (end if self._params.include_stop_str_in_output else start)
         while sequence.logprobs and removed >= len(sequence.logprobs[-1].token) > 0:
             removed -= len(sequence.logprobs.pop().token)
-        return True
+        return text[start:end]
 
     def _tokens_through(self, sequence: _Sequence, end: int) -> tuple[int, int]:
         """(tokens, characters) of the shortest prefix of the text's ids whose text holds a stop

@@ -64,6 +64,8 @@ class FinishPiece:
     choice: int
     reason: str
     """`stop`, `length` or `tool_calls`."""
+    stop_string: str | None = None
+    """The stop string the text ended at, if it ended at one."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ async def answer_pieces(
             yield piece
         if final:
             usage.add(event)
-            yield FinishPiece(event.index, "tool_calls" if choice.calls and reason == "stop" else reason)
+            reason = "tool_calls" if choice.calls and reason == "stop" else reason
+            yield FinishPiece(event.index, reason, event.stop_string)
     counts = usage.build()
     yield UsagePiece(prompt_tokens=counts.prompt_tokens, completion_tokens=counts.completion_tokens)

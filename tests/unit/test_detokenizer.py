@@ -59,7 +59,7 @@ def test_matched_stop_strings_never_leak_into_deltas(demo_root) -> None:
     outputs.read({0: _Output([], openvino_genai.GenerationFinishReason.STOP)})
     (finished,) = outputs.finish(1, 0, failure=None)
     assert sent + finished.text == "the license is the license: it says "
-    assert finished.finish_reason == "stop"
+    assert (finished.finish_reason, finished.stop_string) == ("stop", "STOP")
 
 
 def test_kept_stop_string_ends_the_text_inside_its_token(demo_root) -> None:
@@ -77,6 +77,7 @@ def test_kept_stop_string_ends_the_text_inside_its_token(demo_root) -> None:
         outputs.read({0: _Output(ids[1:], openvino_genai.GenerationFinishReason.STOP)})
         (finished,) = outputs.finish(1, 0, failure=None)
         assert (sent + finished.text, finished.finish_reason, finished.completion_tokens) == (expected, "stop", 2)
+        assert finished.stop_string == "atet"
 
 
 def test_tokens_after_a_matched_stop_string_are_not_counted(demo_root) -> None:
@@ -122,7 +123,7 @@ def test_the_end_of_sequence_token_leaves_the_text_and_keeps_its_logprob_where_s
         outputs = RequestOutputs(openvino_genai, tokenizer, params, TokenTexts(tokenizer), eos_token_id=eos)
         outputs.read({0: _Output([*ids, eos], openvino_genai.GenerationFinishReason.STOP, logprob=-1.0)})
         (finished,) = outputs.finish(1, 0, failure=None)
-        assert finished.text == "hello world"
+        assert (finished.text, finished.stop_string) == ("hello world", None)
         assert finished.completion_tokens == len(ids) + 1
         assert len(finished.logprobs) == listed
         if include:
