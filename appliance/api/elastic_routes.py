@@ -13,7 +13,7 @@ from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.errors import error_response
-from appliance.api.handling import open_recorded_chat
+from appliance.api.handling import open_recorded_chat, record_request
 from appliance.api.sse import HEADERS, named_events
 from appliance.dialects import elastic
 from appliance.errors import ApplianceError
@@ -41,6 +41,7 @@ async def chat_completion_stream(
     parsed = decode_json(raw) if raw.strip() else None
     engine = elastic.chat_engine(models, parsed, inference_id)
     body = convert_body(elastic.chat_body(parsed, engine.name), ChatCompletionRequest)
+    record_request(engine.name, body.user)
     call = await open_recorded_chat(request, engine, body, media)
     return Stream(
         named_events(elastic.wrapped_chunks(call), "message"),

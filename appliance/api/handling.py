@@ -61,10 +61,10 @@ def json_response(payload: object, status: int = 200) -> Response:
 async def open_recorded_chat(
     request: Request, engine: EngineClient, body: ChatCompletionRequest, media: ImageLoader
 ) -> ChatCall:
-    """`body` planned and submitted to `engine` (cancelled if the client leaves first), its model,
-    user and stream named in the access log."""
-    record = record_request(body.model, body.user)
+    """`body` planned and submitted to `engine` (cancelled if the client leaves first), its stream
+    added to the access-log record the route named with `record_request`."""
     call = await unless_disconnected(request, open_chat(engine, body, media))
-    if record:
+    record = current_record.get()
+    if record is not None:
         record.streams = [call.stream]
     return call

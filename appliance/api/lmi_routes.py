@@ -53,6 +53,7 @@ async def _chat(
     # LMI's chat schema makes `model` optional: the route already chose the model.
     parsed.setdefault("model", engine.name)
     body = convert_body(parsed, ChatCompletionRequest)
+    record_request(engine.name, body.user)
     call = await open_recorded_chat(request, engine, body, media)
     if body.stream:
         return _stream(call.chunks(), options, chat=True)
