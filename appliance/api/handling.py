@@ -16,7 +16,7 @@ from appliance.api.gate import RequestRecord, current_record
 from appliance.engine import EngineClient
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service.chat import ChatCall, open_chat
+from appliance.service.chat import ChatCall, FieldNames, open_chat
 
 __all__ = ["json_response", "open_recorded_chat", "record_request", "unless_disconnected"]
 
@@ -59,11 +59,16 @@ def json_response(payload: object, status: int = 200) -> Response:
 
 
 async def open_recorded_chat(
-    request: Request, engine: EngineClient, body: ChatCompletionRequest, media: ImageLoader
+    request: Request,
+    engine: EngineClient,
+    body: ChatCompletionRequest,
+    media: ImageLoader,
+    names: FieldNames | None = None,
 ) -> ChatCall:
     """`body` planned and submitted to `engine` (cancelled if the client leaves first), its stream
-    added to the access-log record the route named with `record_request`."""
-    call = await unless_disconnected(request, open_chat(engine, body, media))
+    added to the access-log record the route named with `record_request`; `names`: a dialect's
+    field names (`service.chat.open_chat`)."""
+    call = await unless_disconnected(request, open_chat(engine, body, media, names))
     record = current_record.get()
     if record is not None:
         record.streams = [call.stream]

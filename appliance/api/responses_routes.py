@@ -17,7 +17,7 @@ from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
 from appliance.dialects.responses.plan import ResponseCall, plan_response
 from appliance.dialects.responses.store import ResponseStore, owner_of
-from appliance.errors import ApplianceError, InvalidRequest, NotFound
+from appliance.errors import InvalidRequest, NotFound
 from appliance.media import ImageLoader
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
 from appliance.runtime.registry import ModelRegistry
@@ -43,10 +43,7 @@ async def create_response(
     owner = _owner(request)
     previous = response_store.get(owner, body.previous_response_id) if body.previous_response_id else None
     plan = plan_response(body, previous)
-    try:
-        call = await open_recorded_chat(request, engine, plan.chat, media)
-    except ApplianceError as exc:
-        raise plan.renamed(exc) from None
+    call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
     answer = ResponseCall(plan, call, response_store, owner)
     if body.stream:
         return Stream(typed_events(answer.events()), media_type="text/event-stream", headers=HEADERS)

@@ -14,12 +14,12 @@ engine process before the request reaches the pipeline.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from appliance.engine import ChatPrompt, EngineClient, RequestStream, SamplingParams
-from appliance.errors import InvalidRequest
+from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from appliance.service.chat_output import chat_completion, chat_completion_chunks
@@ -33,7 +33,16 @@ from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
 from appliance.service.tool_prompt import shown_tools
 
-__all__ = ["ChatCall", "ChatPlan", "open_chat", "plan_chat"]
+__all__ = ["ChatCall", "ChatPlan", "FieldNames", "open_chat", "plan_chat"]
+
+FieldNames = Callable[[str], str]
+"""A chat request's field path (`messages[2].content[0]`, `max_completion_tokens`) -> the path of
+the field it came from in the request a dialect received (`input[1].content[0]`,
+`max_output_tokens`): errors name what the client sent."""
+
+
+def _same(path: str) -> str:
+    return path
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,9 @@ class ChatPlan:
         return ChatPrompt(messages=self.messages, **self.options, **({"images": images} if images else {}))
 
 
-async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> ChatPlan:
-    """The plan of `request` on `engine`'s graph; InvalidRequest (400) naming the field otherwise."""
+async def plan_chat(engine: EngineClient, request: ChatCompletionRequest, names: FieldNames = _same) -> ChatPlan:
+    """The plan of `request` on `engine`'s graph; InvalidRequest (400) naming the field otherwise
+    (`names`: see `open_chat`)."""
     graph = engine.graph
     check_fields(request, CHAT)
     check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
@@ -78,7 +88,7 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest) -> Cha
         graph,
         request,
         max_tokens=request.max_completion_tokens if uses_completion_tokens else request.max_tokens,
-        max_tokens_param="max_completion_tokens" if uses_completion_tokens else "max_tokens",
+        max_tokens_param=names("max_completion_tokens" if uses_completion_tokens else "max_tokens"),
         logprobs=request.logprobs,
         grammar=grammar,
         # Tool-call markers are often special tokens: keep them in the text the parser reads.
@@ -126,21 +136,34 @@ class ChatCall:
         return await chat_completion(self.request, self.pieces())
 
 
-async def open_chat(engine: EngineClient, request: ChatCompletionRequest, media: ImageLoader | None = None) -> ChatCall:
+async def open_chat(
+    engine: EngineClient,
+    request: ChatCompletionRequest,
+    media: ImageLoader | None = None,
+    names: FieldNames | None = None,
+) -> ChatCall:
     """Plan and submit a chat request; returns once the engine accepted it.
 
     Images are fetched and decoded only once everything else about the request has been checked
-    and the engine has admitted it (`media`: the server's loader; None allows data URLs only).
+    and the engine has admitted it (`media`: the server's loader; None allows data URLs only). A
+    dialect's request made into a chat request gives `names`, so a refusal's `param` is the field
+    the client sent (messages name fields only through `param`, or through `names` themselves).
     """
-    plan = await plan_chat(engine, request)
-    if not plan.images:
-        stream = await engine.submit(plan.prompt(), plan.params)
-    else:
-        media = media or ImageLoader()
-        sources = plan.images.sources(media)
-        with engine.reserve() as reservation:
-            prompt = plan.prompt(await plan.images.load(media, sources))
-            stream = await engine.submit(prompt, plan.params, reservation=reservation)
+    names = names or _same
+    try:
+        plan = await plan_chat(engine, request, names)
+        if not plan.images:
+            stream = await engine.submit(plan.prompt(), plan.params)
+        else:
+            media = media or ImageLoader()
+            sources = plan.images.sources(media)
+            with engine.reserve() as reservation:
+                prompt = plan.prompt(await plan.images.load(media, sources))
+                stream = await engine.submit(prompt, plan.params, reservation=reservation)
+    except ApplianceError as exc:
+        if exc.param is not None:
+            exc.param = names(exc.param)
+        raise
     return ChatCall(
         request=request, stream=stream, reasoning_parser=engine.graph.reasoning_parser, tool_parser=plan.tools.parser
     )

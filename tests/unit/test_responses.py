@@ -245,6 +245,17 @@ def test_chat_plan_errors_name_the_responses_field(client: TestClient, fields: d
     assert response.json()["error"]["param"] == param
 
 
+def test_chat_plan_error_texts_name_the_responses_field() -> None:
+    """The chat plan writes a field's name in its message with the dialect's names: nothing renames
+    the text afterwards."""
+    graph = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_tokens_limit=50))
+    with app_client(FakeEngineClient(graph)) as client:
+        above = create(client, max_output_tokens=60).json()["error"]
+        below = create(client, max_output_tokens=40, min_tokens=45).json()["error"]
+    assert above["message"] == "max_output_tokens is 60, above this model's limit of 50."
+    assert (below["param"], below["message"]) == ("min_tokens", "min_tokens (45) is above max_output_tokens (40).")
+
+
 @pytest.mark.parametrize(
     ("fields", "param"),
     [

@@ -6,7 +6,7 @@ one message holding its reasoning, its text and its tool calls, so consecutive r
 message and function call items are merged into one assistant message, and each function call
 output becomes a `tool` message. Content parts keep their index (`input_text` -> `text`,
 `input_image` -> `image_url`), so the chat plan's checks (limits, image sources and guards) apply
-as they are, and an error it raises about `messages[k].content[j]` is renamed to the input item it
+as they are, and an error it raises about `messages[k].content[j]` names the input item it
 came from (`input[i].content[j]`).
 
 Before the body is decoded, `prepare_body` gives message items without `type` theirs (the SDK's
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.errors import ApplianceError, InvalidRequest
+from appliance.errors import InvalidRequest
 from appliance.protocol.openai import (
     AssistantMessage,
     DeveloperMessage,
@@ -141,15 +141,8 @@ class InputMessages:
         self.messages.append(message)
         self.paths.append(path)
 
-    def renamed(self, exc: ApplianceError) -> ApplianceError:
-        """`exc` with its `param` (a chat request's field) named as the Responses request names it."""
-        if exc.param is not None:
-            exc.param = self._param(exc.param)
-        for chat_name, name in _RENAMED_IN_TEXT:
-            exc.message = exc.message.replace(chat_name, name)
-        return exc
-
-    def _param(self, param: str) -> str:
+    def field_name(self, param: str) -> str:
+        """A chat request's field path, named as the Responses request names it."""
         for pattern, replacement in _RENAMED:
             if pattern.match(param):
                 return pattern.sub(replacement, param, count=1)
@@ -179,7 +172,6 @@ _RENAMED = [
     (re.compile(r"^tool_choice\.function"), "tool_choice"),
     (re.compile(r"^reasoning_effort"), "reasoning.effort"),
 ]
-_RENAMED_IN_TEXT = [("max_completion_tokens", "max_output_tokens"), ("response_format", "text.format")]
 
 
 def _text_parts(parts: list, path: str, *, outputs: bool = False) -> list[str]:

@@ -7,7 +7,7 @@ messages (`input`) and the rest into chat's fields (`max_output_tokens` ->
 `reasoning.effort` -> `reasoning_effort`, the sampling extensions as they are). The route submits
 that request through `chat.open_chat`, so message limits, images and their guards, the tool plan,
 grammars and their budget, sampling, admission, cancellation and metrics are chat's; an error the
-chat plan raises is renamed to the Responses field it came from (`ResponsePlan.renamed`).
+chat plan raises names the Responses field it came from (`ResponsePlan.field_name`).
 `ResponseCall` turns the chat call's answer pieces into the response's events (`output`) and
 keeps the finished response in the store when the request asked for it (`store`).
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from appliance.dialects.responses.input import InputMessages, input_messages
 from appliance.dialects.responses.output import ResponseEvents, object_id
 from appliance.dialects.responses.store import ResponseStore, StoredResponse
-from appliance.errors import ApplianceError, InvalidRequest
+from appliance.errors import InvalidRequest
 from appliance.protocol.openai import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -97,9 +97,9 @@ class ResponsePlan:
     """Status `in_progress`: the request's settings, echoed."""
     store: bool
 
-    def renamed(self, exc: ApplianceError) -> ApplianceError:
-        """An error of the chat plan, naming the Responses field it came from."""
-        return self.messages.renamed(exc)
+    def field_name(self, param: str) -> str:
+        """A chat request's field path as the Responses request names it (`chat.FieldNames`)."""
+        return self.messages.field_name(param)
 
 
 def _check_options(body: ResponsesRequest) -> None:
@@ -286,10 +286,7 @@ class ResponseCall:
 
     async def response(self) -> Response:
         """The whole response (an engine failure is raised)."""
-        try:
-            response = await self._events.final(self._call.pieces())
-        except ApplianceError as exc:
-            raise self._plan.renamed(exc) from None
+        response = await self._events.final(self._call.pieces())
         self._keep()
         return response
 
