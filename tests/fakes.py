@@ -24,6 +24,7 @@ from appliance.engine.messages import (
     ToEngineDecoder,
     Tokenize,
     Tokenized,
+    TokenPrompt,
 )
 from appliance.graphfiles import Graph, Limits
 
@@ -91,7 +92,10 @@ class FakeEngineClient(EngineClient):
         assert isinstance(command, Submit), command
         self.submitted.append(command)
         prompt = command.prompt
-        text = prompt.messages[-1]["content"] if isinstance(prompt, ChatPrompt) else prompt.text
+        if isinstance(prompt, TokenPrompt):
+            text = " ".join(f"w{token}" for token in prompt.ids)
+        else:
+            text = prompt.messages[-1]["content"] if isinstance(prompt, ChatPrompt) else prompt.text
         words = text.split()
         request_id = command.request_id
         if len(words) > self.context_words:
@@ -110,7 +114,8 @@ class FakeEngineClient(EngineClient):
             reply = [self.script[i : i + 4] for i in range(0, len(self.script), 4)][:limit]
         else:
             reply = [f" {word}" for word in reversed(words)][:limit]
-        events: list = [Accepted(request_id=request_id, prompt_tokens=len(words))]
+        echo = text if command.params.echo else ""
+        events: list = [Accepted(request_id=request_id, prompt_tokens=len(words), prompt_text=echo)]
         if not self.hold:
             # With n > 1 every sequence is the same reply, as from a greedy engine; `index` tells them apart.
             for index in range(command.params.n):

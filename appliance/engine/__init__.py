@@ -6,7 +6,7 @@ messages without OpenVINO.
 """
 
 from appliance.engine.client import EngineClient
-from appliance.engine.messages import ChatPrompt, Delta, Finished, SamplingParams, TextPrompt, TokenLogprob
+from appliance.engine.messages import ChatPrompt, Delta, Finished, SamplingParams, TextPrompt, TokenLogprob, TokenPrompt
 from appliance.engine.streams import RequestStream
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "RequestStream",
     "SamplingParams",
     "TextPrompt",
+    "TokenPrompt",
     "TokenLogprob",
 ]

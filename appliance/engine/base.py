@@ -57,4 +57,9 @@ class Engine(ABC):
 
 def accepted(request_id: int, prepared: PreparedSubmit) -> Accepted:
     """The answer to a `Submit` the engine took."""
-    return Accepted(request_id=request_id, prompt_tokens=prepared.prompt_tokens, prompt_tail=prepared.text[-64:])
+    return Accepted(
+        request_id=request_id,
+        prompt_tokens=prepared.prompt_tokens,
+        prompt_tail=prepared.text[-64:],
+        prompt_text=prepared.echo_text,
+    )

@@ -41,6 +41,7 @@ from appliance.engine.messages import (
     TextPrompt,
     Tokenize,
     Tokenized,
+    TokenPrompt,
     decode_from_engine,
     encode_to_engine,
     encoder,
@@ -281,7 +282,7 @@ class EngineClient:
 
     async def submit(
         self,
-        prompt: ChatPrompt | TextPrompt,
+        prompt: ChatPrompt | TextPrompt | TokenPrompt,
         params: SamplingParams,
         *,
         reservation: Reservation | None = None,
@@ -312,6 +313,7 @@ class EngineClient:
             # The time limit covers the wait for the engine's accept too (a busy or hung engine).
             answer = await (asyncio.wait_for(accepted, timeout) if timeout else accepted)
             stream.prompt_tokens, stream.prompt_tail = answer.prompt_tokens, answer.prompt_tail
+            stream.prompt_text = answer.prompt_text
         except TimeoutError:
             stream.cancel()
             raise stream.timed_out() from None

@@ -34,6 +34,7 @@ __all__ = [
     "Submit",
     "TextPrompt",
     "TokenLogprob",
+    "TokenPrompt",
     "Tokenize",
     "Tokenized",
     "decode_from_engine",
@@ -72,6 +73,8 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     length_penalty: float = 1.0
     logprobs: bool = False
     """Report each chosen token's log probability (the engine knows no alternatives)."""
+    echo: bool = False
+    """Send the prompt's text back in `Accepted.prompt_text` (completions `echo`)."""
     skip_special_tokens: bool = True
     grammar: str | None = None
     """An EBNF grammar (written by `appliance.grammar`) the output must match."""
@@ -116,9 +119,15 @@ class TextPrompt(msgspec.Struct, frozen=True, tag="text"):
     text: str
 
 
+class TokenPrompt(msgspec.Struct, frozen=True, tag="tokens"):
+    """A prompt given as token ids (completions API); the engine checks them against its vocabulary."""
+
+    ids: list[int]
+
+
 class Submit(msgspec.Struct, frozen=True, tag="submit"):
     request_id: int
-    prompt: ChatPrompt | TextPrompt
+    prompt: ChatPrompt | TextPrompt | TokenPrompt
     params: SamplingParams
 
 
@@ -151,6 +160,8 @@ class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
     prompt_tokens: int
     prompt_tail: str = ""
     """The end of the rendered prompt (e.g. an opened `<think>` the output continues)."""
+    prompt_text: str = ""
+    """With `SamplingParams.echo`: the whole prompt as text (token ids decoded)."""
 
 
 class Rejected(msgspec.Struct, frozen=True, tag="rejected"):

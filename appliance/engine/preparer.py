@@ -27,6 +27,7 @@ from appliance.engine.messages import (
     Submit,
     Tokenize,
     Tokenized,
+    TokenPrompt,
 )
 from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
@@ -52,6 +53,8 @@ class PreparedSubmit:
     """Text graphs: the prompt's token ids (openvino.Tensor)."""
     vision: PreparedRequest | None = None
     """Vision graphs: the prompt and its images."""
+    echo_text: str = ""
+    """With `SamplingParams.echo`: the prompt's text, sent back to the client."""
 
 
 class RequestPreparer:
@@ -85,11 +88,21 @@ class RequestPreparer:
             # An id past the logits (2**31-1 with min_tokens) made the pipeline write out of
             # bounds and crashed the engine process, losing every stream of the model.
             return Rejected(request_id=request_id, message=unknown, code="invalid_value", param="stop_token_ids")
+        if isinstance(submit.prompt, TokenPrompt):
+            refused = self._check_token_prompt(submit.prompt)
+            if refused is not None:
+                return Rejected(request_id=request_id, message=refused, code="invalid_value", param="prompt")
         input_ids = vision_request = None
         try:
             rendered = self._render(submit.prompt) if isinstance(submit.prompt, ChatPrompt) else None
-            text = rendered.text if rendered is not None else submit.prompt.text
-            if self.vision is not None:
+            text = rendered.text if rendered is not None else getattr(submit.prompt, "text", "")
+            if isinstance(submit.prompt, TokenPrompt):
+                ids = submit.prompt.ids
+                if submit.params.echo:  # decoded only to be echoed: the ids are the prompt, as sent
+                    text = self.tokenizer.decode(ids, skip_special_tokens=False)
+                input_ids = openvino.Tensor(np.array([ids], dtype=np.int64))
+                prompt_tokens = len(ids)
+            elif self.vision is not None:
                 if rendered is not None:
                     self._refuse_on_vision(rendered)
                 images = submit.prompt.images if isinstance(submit.prompt, ChatPrompt) else []
@@ -169,6 +182,7 @@ class RequestPreparer:
             config=config,
             input_ids=input_ids,
             vision=vision_request,
+            echo_text=text if params.echo else "",
         )
 
     def tokenize(self, command: Tokenize | Detokenize) -> EngineEvent:
@@ -199,6 +213,16 @@ class RequestPreparer:
                 code="invalid_prompt",
                 param="tokens" if isinstance(command, Detokenize) else None,
             )
+
+    def _check_token_prompt(self, prompt: TokenPrompt) -> str | None:
+        """Why a prompt of token ids cannot run (None when it can): ids outside the vocabulary
+        would index past the model's embeddings, and a vision pipeline tokenizes a text prompt
+        itself (the service refuses both earlier; this keeps the engine safe on its own)."""
+        if self.vision is not None:
+            return "This model's vision pipeline takes prompts as text, not token ids."
+        if not prompt.ids:
+            return "The prompt holds no token ids."
+        return self._unknown_token_ids(prompt.ids)
 
     def _unknown_token_ids(self, token_ids: Sequence[int]) -> str | None:
         """Why some of a client's token ids are not this model's (None when all are): every id a

@@ -45,6 +45,8 @@ class RequestStream:
         self._cancel = cancel
         self.prompt_tokens = prompt_tokens
         self.prompt_tail = ""
+        self.prompt_text = ""
+        """The prompt as text, when the request asked for it back (`SamplingParams.echo`)."""
         self.sequences = sequences
         self._events: asyncio.Queue[Delta | Finished | object] = asyncio.Queue()
         self._held: Delta | Finished | object | None = None

@@ -307,15 +307,19 @@ class ChatCompletionRequest(_Sampling, kw_only=True):
 
 
 class CompletionRequest(_Sampling, kw_only=True):
-    """`POST /v1/completions` (and `/v3/...`): a prompt string or a list of prompt strings."""
+    """`POST /v1/completions` (and `/v3/...`): a prompt as a string or as token ids, or a list of
+    such prompts (a list may mix both, as llama.cpp's server allows)."""
 
     model: str
-    prompt: str | Annotated[list[str], Meta(min_length=1, max_length=64)]
+    prompt: str | Annotated[list[str | TokenId | list[TokenId]], Meta(min_length=1)]
+    """A list of integers is one prompt of token ids; any other list holds prompts (at most
+    `MAX_PROMPTS`, each checked in `service.completions`)."""
     logprobs: Annotated[int, Meta(ge=0, le=5)] | None = None
     """Only 0 is served (the chosen tokens' logprobs): the engine computes no alternatives."""
     max_tokens: MaxTokens | None = 16
-    # Refused unless neutral: see service/field_policy.py (COMPLETIONS).
     echo: bool | None = None
+    """The prompt's text before each choice's text (not together with `logprobs`)."""
+    # Refused unless neutral: see service/field_policy.py (COMPLETIONS).
     suffix: str | None = None
 
 

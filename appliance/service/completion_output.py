@@ -1,6 +1,7 @@
 """Engine events -> text completion responses (one engine request per prompt, `n` sequences each).
 
-Choice `i * n + j` is sequence `j` of prompt `i`, as in OpenAI's API.
+Choice `i * n + j` is sequence `j` of prompt `i`, as in OpenAI's API. With `echo` each choice's
+text opens with its prompt (a stream sends it first, in a chunk of its own, as vLLM does).
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ def _wants_logprobs(request: CompletionRequest) -> bool:
     return request.logprobs is not None
 
 
+def _echo(request: CompletionRequest, stream: RequestStream) -> str:
+    """The text a choice opens with: with `echo`, its prompt (token ids decoded by the engine)."""
+    return stream.prompt_text if request.echo else ""
+
+
 async def completion(request: CompletionRequest, streams: Sequence[RequestStream]) -> Completion:
     n = request.n
-    texts = [""] * (len(streams) * n)
+    texts = [_echo(request, stream) for stream in streams for _ in range(n)]
     reasons: list[str | None] = [None] * len(texts)
     logprobs = [_Logprobs() for _ in texts] if _wants_logprobs(request) else None
     usage = Usage(streams)
@@ -92,6 +98,16 @@ async def completion_chunks(request: CompletionRequest, streams: Sequence[Reques
             object="text_completion",
         )
 
+    if request.echo:
+        for stream_index, stream in enumerate(streams):
+            for sequence in range(n):
+                yield chunk(
+                    [
+                        CompletionChoice(
+                            index=stream_index * n + sequence, text=_echo(request, stream), finish_reason=None
+                        )
+                    ]
+                )
     async for stream_index, event in merged(streams):
         index = stream_index * n + event.index
         part = logprobs[index].add(event.logprobs or []) if logprobs is not None else None

@@ -1,20 +1,23 @@
 """OpenAI completions on the engine: one engine request per prompt, all of them or none.
 
-Validation that needs the graph (limits) happens here and in `sampling` and `constraints`;
-validation that needs the tokenizer (context length) happens in the engine process. Responses are
-built by `completion_output`. Chat completions are planned in `chat`.
+A prompt is text or token ids (`prompt: [1, 2, 3]`); a list of prompts may mix both. Validation
+that needs the graph (limits) happens here and in `sampling` and `constraints`; validation that
+needs the tokenizer (context length, token ids in the vocabulary) happens in the engine process.
+Responses are built by `completion_output`. Chat completions are planned in `chat`.
 """
 
 from __future__ import annotations
 
-from appliance.engine import EngineClient, RequestStream, TextPrompt
+import msgspec
+
+from appliance.engine import EngineClient, RequestStream, TextPrompt, TokenPrompt
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import CompletionRequest
 from appliance.service.completion_output import completion, completion_chunks
 from appliance.service.constraints import constrained_output
 from appliance.service.field_policy import COMPLETIONS, STREAM_OPTIONS, check_fields
 from appliance.service.images import check_prompt_text
-from appliance.service.prompt_limits import check_prompt
+from appliance.service.prompt_limits import MAX_PROMPTS, check_prompt, check_token_ids
 from appliance.service.sampling import sampling_params
 
 __all__ = ["completion", "completion_chunks", "open_completion"]
@@ -31,17 +34,19 @@ async def open_completion(
     `logprob_values_optional` and `stop_param`)."""
     check_fields(request, COMPLETIONS)
     check_fields(request.stream_options, STREAM_OPTIONS, "stream_options")
-    prompts = [request.prompt] if isinstance(request.prompt, str) else request.prompt
-    for index, prompt in enumerate(prompts):
-        param = "prompt" if isinstance(request.prompt, str) else f"prompt[{index}]"
-        check_prompt(prompt, engine.graph, engine.max_context, param)
-        if engine.graph.accepts_images:
-            check_prompt_text(prompt, param)
+    prompts = _prompts(request, engine)
     if request.logprobs:
         raise InvalidRequest(
             "logprobs above 0 is not supported: the engine reports only the chosen token's log "
             "probability, not alternatives (logprobs=0 gives those).",
             param="logprobs",
+            code="unsupported_parameter",
+        )
+    if request.echo and request.logprobs is not None:
+        raise InvalidRequest(
+            "echo together with logprobs is not supported: the prompt's tokens would need log "
+            "probabilities too. Send echo or logprobs.",
+            param="echo",
             code="unsupported_parameter",
         )
     params = sampling_params(
@@ -54,12 +59,64 @@ async def open_completion(
         grammar=await constrained_output(request, engine.graph),
         stop_param=stop_param,
     )
+    if request.echo:
+        params = msgspec.structs.replace(params, echo=True)
     opened: list[RequestStream] = []
     try:
-        for prompt in prompts:
-            opened.append(await engine.submit(TextPrompt(text=prompt), params))
+        for param, prompt in prompts:
+            try:
+                opened.append(await engine.submit(prompt, params))
+            except InvalidRequest as exc:
+                # The engine names "prompt"; in a list, the element is the one to fix.
+                if exc.param == "prompt":
+                    exc.param = param
+                raise
     except BaseException:
         for stream in opened:
             stream.cancel()
         raise
     return opened
+
+
+def _prompts(request: CompletionRequest, engine: EngineClient) -> list[tuple[str, TextPrompt | TokenPrompt]]:
+    """The request's prompts for the engine, each with the `param` that names it, checked against
+    the bounds that need no tokenizer (`prompt_limits`)."""
+    prompt = request.prompt
+    if isinstance(prompt, str):
+        return [("prompt", _prompt(prompt, engine, "prompt"))]
+    token_ids = [item for item in prompt if isinstance(item, int)]
+    if len(token_ids) == len(prompt):
+        return [("prompt", _prompt(token_ids, engine, "prompt"))]
+    if token_ids:
+        raise InvalidRequest(
+            "prompt mixes token ids with other prompts: send one prompt as a list of token ids, or a "
+            "list of prompts, each a string or a list of token ids.",
+            param="prompt",
+        )
+    if len(prompt) > MAX_PROMPTS:
+        raise InvalidRequest(
+            f"Too many prompts: {len(prompt)}; at most {MAX_PROMPTS} per request.",
+            param="prompt",
+            code="array_above_max_length",
+        )
+    items = [(f"prompt[{index}]", item) for index, item in enumerate(prompt) if not isinstance(item, int)]
+    return [(param, _prompt(item, engine, param)) for param, item in items]
+
+
+def _prompt(item: str | list[int], engine: EngineClient, param: str) -> TextPrompt | TokenPrompt:
+    if isinstance(item, str):
+        check_prompt(item, engine.graph, engine.max_context, param)
+        if engine.graph.accepts_images:
+            check_prompt_text(item, param)
+        return TextPrompt(text=item)
+    if not item:
+        raise InvalidRequest("A prompt of token ids is empty: send at least one token id.", param=param)
+    if engine.graph.accepts_images:
+        # The vision pipelines tokenize a prompt string themselves (and place images by its tags).
+        raise InvalidRequest(
+            "This model's vision pipeline takes prompts as text: send the prompt as a string.",
+            param=param,
+            code="unsupported_parameter",
+        )
+    check_token_ids(item, engine.max_context, param)
+    return TokenPrompt(ids=item)

@@ -7,7 +7,7 @@ change what a local model writes, and must not be silently answered without one 
   tracking): accepted without effect and logged at debug;
 - *refused* fields would change the output and cannot be honoured here: a 400 `unsupported_parameter`
   naming the field and why, unless the value is the neutral one (`modalities: ["text"]`,
-  `echo: false`), which changes nothing.
+  `suffix: ""`), which changes nothing.
 
 Every other declared field is honoured (docs/api.md has the table of all three groups; a unit test
 keeps it in step with these tables). A field no struct declares keeps its 400 `unknown_parameter`.
@@ -84,7 +84,6 @@ CHAT: Mapping[str, Rule] = {
 """Chat completions' fields beyond those honoured."""
 
 COMPLETIONS: Mapping[str, Rule] = {
-    "echo": Refused("the prompt is not returned with the completion", neutral=lambda value: value is False),
     "suffix": Refused("no model here is served with a fill-in-the-middle template", neutral=lambda value: value == ""),
 }
 """Legacy completions' fields beyond those honoured."""

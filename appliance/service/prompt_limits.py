@@ -16,7 +16,8 @@ already holds:
   tokenizer sees (contents, names, tool call ids, function names and arguments, reasoning_content,
   tool definitions and template variables as JSON), or a raw prompt (each of a list on its own, as
   each is its own engine request);
-- `/detokenize`: at most one context of token ids.
+- `/detokenize` and a completions prompt given as token ids: at most one context of token ids;
+- completions: at most `MAX_PROMPTS` prompts in a list.
 """
 
 from __future__ import annotations
@@ -30,10 +31,21 @@ from appliance.errors import ContextLengthExceeded, InvalidRequest
 from appliance.graphfiles import Graph
 from appliance.protocol.openai import AssistantMessage, Message, TextPart, Tool, ToolMessage
 
-__all__ = ["CHARS_PER_TOKEN", "MAX_TOOLS", "check_messages", "check_prompt", "check_token_ids", "prompt_chars"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MAX_PROMPTS",
+    "MAX_TOOLS",
+    "check_messages",
+    "check_prompt",
+    "check_token_ids",
+    "prompt_chars",
+]
 
 MAX_TOOLS = 128
 """Tools per request (OpenAI's own limit)."""
+
+MAX_PROMPTS = 64
+"""Prompts in one completions request (each is an engine request of its own)."""
 
 CHARS_PER_TOKEN = 32
 """Text allowed per token of context before counting tokens, unless the graph sets
@@ -100,13 +112,14 @@ def check_messages(
     _check_length(chars, graph, max_context, "messages", "the messages, tools and template variables hold")
 
 
-def check_token_ids(tokens: Sequence[int], max_context: int) -> None:
-    """Refuse (400, param "tokens") more token ids than one context holds: no text the model read
-    or wrote is longer, and decoding them runs on the thread that steps the pipeline."""
+def check_token_ids(tokens: Sequence[int], max_context: int, param: str = "tokens") -> None:
+    """Refuse (400 naming `param`) more token ids than one context holds: no text the model read
+    or wrote is longer, and checking or decoding them runs on the thread that steps the pipeline
+    (`/detokenize`, and completions prompts given as token ids)."""
     if max_context and len(tokens) > max_context:
         raise InvalidRequest(
             f"Too many tokens: {len(tokens)}; this model's context holds {max_context}.",
-            param="tokens",
+            param=param,
             code="array_above_max_length",
         )
 

@@ -306,7 +306,7 @@ CASES: dict[str, dict[str, Accepted | Refused | Honoured]] = {
         "best_of": _beam_search,
         "logprobs": _completion_logprobs,
         "logit_bias": Refused(logit_bias={"42": 5}),
-        "echo": Refused(echo=True),
+        "echo": lambda client, plain: _assert(text_of(complete(client, echo=True)) == PROMPT + plain),
         "suffix": Refused(suffix="The end."),
         "stream": _streams(complete),
         "stream_options.include_usage": _usage_in_stream(complete),

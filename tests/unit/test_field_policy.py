@@ -99,7 +99,8 @@ def test_completions_echo_and_suffix(client: TestClient) -> None:
         return client.post("/v1/completions", json={"model": "fake", "prompt": "one two", **fields})
 
     assert complete(echo=False, suffix="").status_code == 200
-    for fields, param in (({"echo": True}, "echo"), ({"suffix": "end"}, "suffix")):
+    assert complete(echo=True).status_code == 200
+    for fields, param in (({"echo": True, "logprobs": 0}, "echo"), ({"suffix": "end"}, "suffix")):
         error = complete(**fields).json()["error"]
         assert (error["param"], error["code"]) == (param, "unsupported_parameter")
 
