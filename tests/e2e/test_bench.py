@@ -53,7 +53,7 @@ def test_bench_command_on_a_stateful_graph(demo_root: Path, tmp_path: Path) -> N
         [
             sys.executable, "-m", "appliance", "bench", "--graph", str(_graph(demo_root, tmp_path)),
             "--concurrency", "1,2", "--requests", "3", "--prompt-tokens", "32", "--output-tokens", "16",
-            "--json", str(report_path),
+            "--repeat", "2", "--json", str(report_path),
         ],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -61,10 +61,14 @@ def test_bench_command_on_a_stateful_graph(demo_root: Path, tmp_path: Path) -> N
     assert "stateful LLMPipeline" in result.stdout
     report = json.loads(report_path.read_text())
     assert report["environment"]["pipeline"] == "LM"
+    assert report["environment"]["machine"]["cores"] >= 1 and "machine: " in result.stdout
+    assert "round 2 of 2" in result.stderr and "rounds (systems interleaved each round)" in result.stdout
     for level in report["levels"]:
         for run in ("appliance", "raw"):
             assert (level["systems"][run]["completed"], level["systems"][run]["failed"]) == (3, 0), level
+            assert len(level["rounds"][run]["output_throughput"]) == 2
         assert level["over_raw"]["appliance"]["output_throughput"] > 0
+        assert len(level["rounds"]["appliance"]["over_raw"]) == 2
 
 
 def test_bench_open_loop_with_peers(demo_root: Path, server: RunningServer, tmp_path: Path) -> None:

@@ -157,6 +157,40 @@ def test_report_table_and_json_with_every_system(tmp_path: Path) -> None:
     assert data["systems"]["llama"] == {"url": "http://l", "how": "external", "model": "smol"}
 
 
+def test_repeated_rounds_report_the_median_run_and_the_spread(tmp_path: Path) -> None:
+    """--repeat: each system's median round stands in the table; the rounds, their spread and the
+    ratio to raw within each round are listed, so drift on a shared machine shows."""
+    level = Level(Load(requests=1, concurrency=1))
+    for appliance_seconds, raw_seconds in ((1.0, 0.5), (0.5, 0.5), (0.8, 0.4)):
+        level.add("appliance", SystemRun(_metrics(0.1, appliance_seconds), None, client_cpu=0.1))
+        level.add(RAW, SystemRun(_metrics(0.1, raw_seconds)))
+    # 2 tokens per run: 2.0, 4.0, 2.5 tok/s for the appliance; the median round is the third.
+    assert level.runs["appliance"].metrics.output_throughput == pytest.approx(2.5)
+    assert level.round_ratios("appliance") == [0.5, 1.0, 0.5]
+    machine = {"cpu_model": "Test CPU", "cores": 2, "isa": ["avx2"], "openvino": {"error": "absent"}}
+    report = Report(
+        model="m", graph="g.toml", systems=[System("appliance", "http://a", "started"), System(RAW, None, "in")],
+        workload={"prompt_tokens": 8, "output_tokens": 2}, environment={"machine": machine},
+        slo={"ttft_ms": 1000, "tpot_ms": 100}, levels=[level],
+    )  # fmt: skip
+    table = report.table()
+    assert "machine: Test CPU, 2 cores; ISA avx2; OpenVINO could not describe the device (absent)" in table
+    assert "2.00 / 2.50 / 4.00" in table and "80.0%" in table and "0.50x 1.00x 0.50x" in table
+    report.write_json(tmp_path / "out.json")
+    rounds = json.loads((tmp_path / "out.json").read_text())["levels"][0]["rounds"]
+    assert rounds["appliance"] == {"output_throughput": [2.0, 4.0, 2.5], "over_raw": [0.5, 1.0, 0.5]}
+
+
+def test_machine_description_reads_cpuinfo(tmp_path: Path) -> None:
+    from appliance.tools.bench.machine import describe_machine
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Xeon X\nflags\t\t: fpu avx2 amx_tile avx512_vnni sse\n")
+    machine = describe_machine("NO_SUCH_DEVICE", cpuinfo)
+    assert (machine["cpu_model"], machine["isa"]) == ("Xeon X", ["avx2", "avx512_vnni", "amx_tile"])
+    assert "error" in machine["openvino"]
+
+
 def test_report_notes_a_system_generating_other_token_counts() -> None:
     wrong = RequestResult(ok=False, output_tokens=5, error="5 completion tokens instead of 2")
     metrics = summarize([wrong], concurrency=1, duration_s=1.0, prompt_tokens=8, output_tokens=2)

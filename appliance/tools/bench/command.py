@@ -59,6 +59,14 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="prompts and arrival schedule (default 0)")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure every system N times, taking turns each round, and report the spread (the table "
+        "shows each system's median round; default 1)",
+    )
+    parser.add_argument(
         "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
     )
     parser.add_argument(
@@ -106,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     levels = _levels(args)
     rates = _rates(args)
     _check_multi_turn(args)
+    if args.repeat < 1:
+        raise ValueError(f"--repeat {args.repeat}: at least one round")
     if args.no_appliance and args.url:
         raise ValueError("--no-appliance and --url: the server at --url is the appliance's turn")
     from appliance.tools.bench.metrics import Slo
@@ -132,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         peer_timeout=args.peer_timeout,
         slo=Slo(ttft_ms=args.goodput_ttft, tpot_ms=args.goodput_tpot),
         turns=args.multi_turn,
+        repeat=args.repeat,
     )
     try:
         report = run_bench(options)

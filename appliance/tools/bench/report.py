@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from appliance.tools.bench.machine import machine_line
 from appliance.tools.bench.metrics import Distribution, LevelMetrics, TurnMetrics
 from appliance.tools.bench.workload import Load
 
@@ -65,6 +66,23 @@ class Level:
 
     load: Load
     runs: dict[str, SystemRun] = field(default_factory=dict)
+    """Per system, its run of median output throughput (the only run without `--repeat`)."""
+    rounds: dict[str, list[SystemRun]] = field(default_factory=dict)
+    """Per system, its run in each round, in order (`--repeat`: the systems take turns each round)."""
+
+    def add(self, name: str, run: SystemRun) -> None:
+        """`name`'s run of the next round."""
+        runs = self.rounds.setdefault(name, [])
+        runs.append(run)
+        ranked = sorted(runs, key=lambda each: _sortable(each.metrics.output_throughput))
+        self.runs[name] = ranked[(len(ranked) - 1) // 2]
+
+    def round_ratios(self, name: str) -> list[float | None]:
+        """`name`'s output throughput over raw's in each round (the raw run of the same round)."""
+        return [
+            ratio(run.metrics.output_throughput, raw.metrics.output_throughput)
+            for run, raw in zip(self.rounds.get(name, ()), self.rounds.get(RAW, ()))
+        ]
 
     def ratios(self, name: str) -> dict[str, float | None]:
         """`name` / raw: above 1 is better for throughputs, below 1 is better for latencies."""
@@ -90,6 +108,10 @@ class Level:
             "last_turn_ttft_mean": ratio(on.turns[-1].ttft_ms.mean, off.turns[-1].ttft_ms.mean),
             "last_turn_ttft_median": ratio(on.turns[-1].ttft_ms.median, off.turns[-1].ttft_ms.median),
         }
+
+
+def _sortable(value: float) -> float:
+    return -math.inf if math.isnan(value) else value
 
 
 def ratio(value: float, raw: float) -> float | None:
@@ -127,10 +149,23 @@ class Report:
                     "systems": {name: run.as_dict() for name, run in level.runs.items()},
                     "over_raw": {name: level.ratios(name) for name in level.runs if name != RAW and RAW in level.runs},
                     **({"prefix_cache_over_none": r} if (r := level.prefix_cache_ratios()) else {}),
+                    **({"rounds": self._rounds(level)} if self._repeated() else {}),
                 }
                 for level in self.levels
             ],
             "notes": self.notes,
+        }
+
+    def _repeated(self) -> bool:
+        return any(len(runs) > 1 for level in self.levels for runs in level.rounds.values())
+
+    def _rounds(self, level: Level) -> dict[str, object]:
+        return {
+            name: {
+                "output_throughput": [round(run.metrics.output_throughput, 3) for run in runs],
+                **({"over_raw": level.round_ratios(name)} if name != RAW and RAW in level.rounds else {}),
+            }
+            for name, runs in level.rounds.items()
         }
 
     def write_json(self, path: Path) -> None:
@@ -142,6 +177,9 @@ class Report:
         names = [system.name for system in self.systems]
         width = max(10, *(len(name) + 4 for name in names))
         lines = [f"model {self.model}  graph {self.graph}"]
+        machine = self.environment.get("machine")
+        if isinstance(machine, dict):
+            lines.append(machine_line(machine))
         lines += [
             f"  {system.name}: "
             + (f"{system.url} ({system.how}), model {system.model!r}" if system.url else system.how)
@@ -199,6 +237,7 @@ class Report:
                 )
                 lines.append(f"{level.load.label:>6}  {name:<{width}} {lag_text}  {run.client_cpu:>9.0%}")
         lines += self._turn_lines(width)
+        lines += self._round_lines(width)
         problems = self._problems()
         lines += [""] * bool(problems + self.notes) + [f"note: {text}" for text in problems + self.notes]
         return "\n".join(lines)
@@ -227,6 +266,31 @@ class Report:
                     f"{'':>6}  {PREFIX_CACHE}/{NO_PREFIX_CACHE}: last turn TTFT mean {_x(r['last_turn_ttft_mean'])}, "
                     f"median {_x(r['last_turn_ttft_median'])}"
                 )
+        return lines
+
+    def _round_lines(self, width: int) -> list[str]:
+        """--repeat: each system's output throughput across rounds and its ratio to raw per round:
+        the spread shows how far a shared machine drifted (the table above gives the median run)."""
+        if not self._repeated():
+            return []
+        lines = [
+            "",
+            "rounds (systems interleaved each round): out tok/s min / median / max, spread (max - min) / "
+            "median; over raw per round",
+            f"{'level':>6}  {'system':<{width}} {'min/med/max out tok/s':>23} {'spread':>7}  over raw",
+        ]
+        for level in self.levels:
+            label = level.load.label
+            for name, runs in level.rounds.items():
+                values = sorted(run.metrics.output_throughput for run in runs)
+                middle = values[(len(values) - 1) // 2]
+                spread = (values[-1] - values[0]) / middle if middle else math.nan
+                over = " ".join(_x(r) for r in level.round_ratios(name)) if name != RAW else ""
+                lines.append(
+                    f"{label:>6}  {name:<{width}} {f'{_num(values[0])} / {_num(middle)} / {_num(values[-1])}':>23} "
+                    f"{'-' if math.isnan(spread) else f'{spread:.1%}':>7}  {over}"
+                )
+                label = ""
         return lines
 
     def _problems(self) -> list[str]:

@@ -30,6 +30,7 @@ from appliance import __version__
 from appliance.graphfiles import Graph, load_graph
 from appliance.tools.bench.client import loop_lag, run_conversations, run_level
 from appliance.tools.bench.local_server import LocalServer
+from appliance.tools.bench.machine import describe_machine
 from appliance.tools.bench.metrics import RequestResult, Slo, TurnMetrics, summarize, summarize_turns
 from appliance.tools.bench.peers import Peer, PeerProcess, peer_ready
 from appliance.tools.bench.report import NO_PREFIX_CACHE, PREFIX_CACHE, RAW, Level, Report, System, SystemRun
@@ -68,6 +69,8 @@ class BenchOptions:
     slo: Slo = field(default_factory=Slo)
     turns: int = 1
     """Above 1: multi-turn conversations of this many turns (closed loop, no raw baseline)."""
+    repeat: int = 1
+    """Rounds: every system measured this many times, taking turns each round (drift shows)."""
 
 
 @dataclass(frozen=True)
@@ -103,50 +106,24 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     workload = _workload(options)
     tokenizer = Tokenizer(graph.model_dir)
     words = prompt_words(tokenizer.vocab(), tokenizer.encode)
-    # Each level gets prompts of its own: a level re-sending the last one's would be served from
-    # prefix caches (the appliance's, llama-server's slots) and measure the cache, not the model.
-    # A multi-turn level's requests are conversations, each with a user message per turn.
-    every = build_prompts(
-        sum(load.requests for load in workload.loads) * workload.turns,
-        workload.prompt_tokens,
-        words=words,
-        encode=tokenizer.encode,
-        seed=options.seed,
-    )
-    sizes = [load.requests * workload.turns for load in workload.loads]
-    prompts = [every[sum(sizes[:index]) : sum(sizes[: index + 1])] for index in range(len(sizes))]
+    # Each level (and each round) gets prompts of its own: a level re-sending the last one's would
+    # be served from prefix caches (the appliance's, llama-server's slots) and measure the cache,
+    # not the model. A multi-turn level's requests are conversations, each with a user message per
+    # turn.
+    sizes = [load.requests * workload.turns for load in workload.loads] * options.repeat
+    every = build_prompts(sum(sizes), workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed)
+    slices = [every[sum(sizes[:index]) : sum(sizes[: index + 1])] for index in range(len(sizes))]
     warmup = build_prompts(2, workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed + 1)
     model = options.model or graph.name
     levels = [Level(load) for load in workload.loads]
     systems: list[System] = []
-
-    def measure(name: str, target: _Target) -> None:
-        for level, run in zip(levels, _http_runs(name, target, workload, prompts, warmup, options.slo, say)):
-            level.runs[name] = run
-
-    if options.url:
-        systems.append(System("served", options.url.rstrip("/"), "external", model))
-        measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
-    elif options.appliance:
-        for name, caching in _appliances(graph, workload):
-            say(f"{name}: starting appliance serve for {graph.source} ...")
-            with LocalServer(graph, prefix_caching=caching) as url:
-                how = "appliance serve started by the bench" + (
-                    f", [scheduler] enable_prefix_caching = {str(caching).lower()}" if caching is not None else ""
-                )
-                systems.append(System(name, url, how, model))
-                measure(name, _Target(url, model, None, appliance=True))
-    for peer in options.peers:
-        peer_model = peer.model or model
-        with _peer_url(peer, options.peer_timeout, say) as url:
-            how = f"started: {peer.command}" if peer.command else "external"
-            systems.append(System(peer.name, url, how, peer_model))
-            measure(peer.name, _Target(url, peer_model, None, appliance=False))
-    if raw:
-        kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
-        systems.append(System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig"))
-        for level, run in zip(levels, _raw(graph, workload, prompts, warmup, options.slo, say)):
-            level.runs[RAW] = run
+    count = len(workload.loads)
+    for round_index in range(options.repeat):
+        if options.repeat > 1:
+            say(f"round {round_index + 1} of {options.repeat}")
+        prompts = slices[round_index * count : (round_index + 1) * count]
+        found = _round(graph, options, workload, prompts, warmup, levels, model, raw, say)
+        systems = systems or found
 
     report = Report(
         model=model,
@@ -175,6 +152,51 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
                 "after it: every number, and the ratios to raw, are skewed; run on an idle machine"
             )
     return report
+
+
+def _round(
+    graph: Graph,
+    options: BenchOptions,
+    workload: Workload,
+    prompts: list[list[Prompt]],
+    warmup: list[Prompt],
+    levels: list[Level],
+    model: str,
+    raw: bool,
+    say: Callable[[str], None],
+) -> list[System]:
+    """One round: each system in turn on `prompts` (each level's), its runs added to `levels`;
+    returns the systems in the order they ran."""
+    systems: list[System] = []
+
+    def measure(name: str, target: _Target) -> None:
+        for level, run in zip(levels, _http_runs(name, target, workload, prompts, warmup, options.slo, say)):
+            level.add(name, run)
+
+    if options.url:
+        systems.append(System("served", options.url.rstrip("/"), "external", model))
+        measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
+    elif options.appliance:
+        for name, caching in _appliances(graph, workload):
+            say(f"{name}: starting appliance serve for {graph.source} ...")
+            with LocalServer(graph, prefix_caching=caching) as url:
+                how = "appliance serve started by the bench" + (
+                    f", [scheduler] enable_prefix_caching = {str(caching).lower()}" if caching is not None else ""
+                )
+                systems.append(System(name, url, how, model))
+                measure(name, _Target(url, model, None, appliance=True))
+    for peer in options.peers:
+        peer_model = peer.model or model
+        with _peer_url(peer, options.peer_timeout, say) as url:
+            how = f"started: {peer.command}" if peer.command else "external"
+            systems.append(System(peer.name, url, how, peer_model))
+            measure(peer.name, _Target(url, peer_model, None, appliance=False))
+    if raw:
+        kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
+        systems.append(System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig"))
+        for level, run in zip(levels, _raw(graph, workload, prompts, warmup, options.slo, say)):
+            level.add(RAW, run)
+    return systems
 
 
 def _workload(options: BenchOptions) -> Workload:
@@ -328,6 +350,7 @@ def _cpu_busy(seconds: float = 1.0) -> float | None:
 
 def _environment(graph: Graph) -> dict[str, object]:
     return {
+        "machine": describe_machine(graph.device),
         "appliance": __version__,
         "openvino_genai": metadata.version("openvino-genai"),
         "device": graph.device,
