@@ -21,7 +21,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 
 MODEL = "demo-smol"
 JS = Path(__file__).resolve().parents[1] / "js"
@@ -91,9 +91,8 @@ def smol_server(smol_root: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     graph = graphs / f"{MODEL}.toml"
     graph.write_text(graph.read_text().replace("enable_prefix_caching = true", "enable_prefix_caching = false"))
     assert "enable_prefix_caching = false" in graph.read_text()
-    running = start_server(graphs, base / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, base / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

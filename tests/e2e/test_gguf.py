@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import RunningServer, start_server, stop_server
+from tests.conftest import RunningServer, running_server
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
@@ -58,11 +58,10 @@ def gguf_server(
     graphs.mkdir()
     for name, extra in GRAPHS.items():
         (graphs / f"{name}.toml").write_text(f'name = "{name}"\nmodel_path = "{gguf_file}"\n{extra}')
-    running = start_server(
+    with running_server(
         graphs, base / "server.log", "--model-cache-dir", str(base / "cache"), env={"GGUF_READER": "FRONTEND"}
-    )
-    yield running
-    stop_server(running)
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

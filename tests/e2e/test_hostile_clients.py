@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 
 TIMEOUT_S = 1.0
 MAX_CONNECTIONS = 8
@@ -26,7 +26,7 @@ def guarded_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) ->
     directory = tmp_path_factory.mktemp("hostile")
     graphs = directory / "graphs"
     graphs.mkdir()
-    running = start_server(
+    with running_server(
         copy_demo_graphs(demo_root, graphs, ["demo-chat"]),
         directory / "server.log",
         "--header-timeout",
@@ -35,9 +35,8 @@ def guarded_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) ->
         str(TIMEOUT_S),
         "--max-connections",
         str(MAX_CONNECTIONS),
-    )
-    yield running
-    stop_server(running)
+    ) as running:
+        yield running
 
 
 def _connect(server: RunningServer, data: bytes = b"") -> socket.socket:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.e2e.neighbour import Neighbour
 
 API_KEY = "api-key-for-tests"
@@ -37,7 +37,7 @@ def keyed_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     )
     (directory / "api-keys").write_text(f"{API_KEY}\n{OTHER_KEY}\n")
     (directory / "admin-keys").write_text(ADMIN_KEY + "\n")
-    running = start_server(
+    with running_server(
         graphs,
         directory / "server.log",
         "--api-key-file",
@@ -46,9 +46,8 @@ def keyed_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         str(directory / "admin-keys"),
         "--max-stored-responses",
         str(STORED),
-    )
-    yield running
-    stop_server(running)
+    ) as running:
+        yield running
 
 
 def _raw(server: RunningServer, method: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.e2e.neighbour import Neighbour
 from tests.images import data_url, encode, noise
 
@@ -35,9 +35,8 @@ def server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     strict = (graphs / f"{MODEL}.toml").read_text().replace(f'name = "{MODEL}"', f'name = "{STRICT_MODEL}"')
     strict = strict.replace("[limits]\n", f"[limits]\nmax_image_pixels_per_request = {STRICT_PIXELS}\n")
     (graphs / f"{STRICT_MODEL}.toml").write_text(strict)
-    running = start_server(graphs, directory / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, directory / "server.log") as running:
+        yield running
 
 
 def flat_png(index: int, size: int = 4096) -> bytes:

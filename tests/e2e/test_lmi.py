@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server, stop_server
+from tests.conftest import RunningServer, running_server, start_server, stop_server
 
 MODEL = "demo-chat"
 SEED_REQUEST = {
@@ -38,9 +38,8 @@ def _one_model_graphs(demo_root: Path, directory: Path) -> Path:
 def lmi_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One model, default settings: /invocations serves it, streams are JSON Lines."""
     base = tmp_path_factory.mktemp("lmi")
-    running = start_server(_one_model_graphs(demo_root, base / "graphs"), base / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(_one_model_graphs(demo_root, base / "graphs"), base / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -49,20 +48,18 @@ def sse_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     base = tmp_path_factory.mktemp("lmi-sse")
     settings = base / "appliance.toml"
     settings.write_text(f'invocations_model = "{MODEL}"\nlmi_output_formatter = "sse"\n')
-    running = start_server(demo_root / "graphs", base / "server.log", "--config", str(settings))
-    yield running
-    stop_server(running)
+    with running_server(demo_root / "graphs", base / "server.log", "--config", str(settings)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def tgi_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """TGI-compatible mode, set through the environment."""
     base = tmp_path_factory.mktemp("lmi-tgi")
-    running = start_server(
+    with running_server(
         _one_model_graphs(demo_root, base / "graphs"), base / "server.log", env={"APPLIANCE_TGI_COMPAT": "true"}
-    )
-    yield running
-    stop_server(running)
+    ) as running:
+        yield running
 
 
 def _check_token(token: dict) -> None:

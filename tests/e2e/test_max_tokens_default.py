@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import running_server
 
 
 def graph(demo_root, name: str, extra: str) -> str:
@@ -22,9 +22,8 @@ def server(demo_root, tmp_path_factory):
     graphs = tmp_path_factory.mktemp("max-tokens")
     (graphs / "limited.toml").write_text(graph(demo_root, "limited", "[limits]\nmax_tokens_limit = 24\n"))
     (graphs / "defaulted.toml").write_text(graph(demo_root, "defaulted", "[defaults]\nmax_tokens = 7\n"))
-    running = start_server(graphs, graphs / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, graphs / "server.log") as running:
+        yield running
 
 
 def completion_tokens(server, model: str, **fields) -> tuple[int, str]:

@@ -9,7 +9,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import running_server, start_server, stop_server
 
 MODEL = "demo-chat"
 KEYS = ["key-one", "Key-Two"]
@@ -20,9 +20,8 @@ def keyed_server(demo_root, tmp_path_factory):
     directory = tmp_path_factory.mktemp("keyed")
     key_file = directory / "api-keys"
     key_file.write_text("# operators' keys\nkey-one\n\nKey-Two\n")
-    server = start_server(demo_root / "graphs", directory / "server.log", "--api-key-file", str(key_file))
-    yield server
-    stop_server(server)
+    with running_server(demo_root / "graphs", directory / "server.log", "--api-key-file", str(key_file)) as server:
+        yield server
 
 
 def chat_body(**extra) -> dict:
@@ -120,16 +119,15 @@ def test_one_log_line_per_request_without_prompts(server, openai_client: openai.
 @pytest.fixture(scope="module")
 def guarded_server(demo_root, tmp_path_factory):
     directory = tmp_path_factory.mktemp("guarded")
-    server = start_server(
+    with running_server(
         demo_root / "graphs",
         directory / "server.log",
         "--allowed-hosts",
         "127.0.0.1,localhost,*.edge.example",
         "--cors-allowed-origins",
         "https://app.example.com",
-    )
-    yield server
-    stop_server(server)
+    ) as server:
+        yield server
 
 
 def test_foreign_host_header_is_400(guarded_server) -> None:

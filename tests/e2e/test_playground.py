@@ -22,7 +22,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.images import encode
 
 sync_api = pytest.importorskip(
@@ -67,9 +67,8 @@ def playground_server(
     graphs.mkdir()
     copy_demo_graphs(smol_root, graphs, [SMOL])
     copy_demo_graphs(demo_root, graphs, [VISION])
-    running = start_server(graphs, base / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, base / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +78,8 @@ def keyed_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     graphs.mkdir()
     copy_demo_graphs(demo_root, graphs, [VISION])
     (base / "keys").write_text(f"{API_KEY}\n")
-    running = start_server(graphs, base / "server.log", "--api-key-file", str(base / "keys"))
-    yield running
-    stop_server(running)
+    with running_server(graphs, base / "server.log", "--api-key-file", str(base / "keys")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

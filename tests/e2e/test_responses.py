@@ -18,7 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.images import data_url, encode, noise
 
 MODEL = "demo-chat"
@@ -243,9 +243,8 @@ def aliased_server(demo_root: Path, tmp_path_factory: pytest.TempPathFactory) ->
     graphs = copy_demo_graphs(demo_root, base, [MODEL])
     path = graphs / f"{MODEL}.toml"
     path.write_text(path.read_text().replace(f'name = "{MODEL}"\n', f'name = "{MODEL}"\naliases = ["tgi", "dummy"]\n'))
-    running = start_server(graphs, base / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(graphs, base / "server.log") as running:
+        yield running
 
 
 def test_hugging_face_inference_client(aliased_server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,9 +278,8 @@ def test_hugging_face_inference_client(aliased_server: RunningServer, monkeypatc
 @pytest.fixture(scope="module")
 def smol_server(smol_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     base = tmp_path_factory.mktemp("smol-responses")
-    running = start_server(copy_demo_graphs(smol_root, base, ["demo-smol"]), base / "server.log")
-    yield running
-    stop_server(running)
+    with running_server(copy_demo_graphs(smol_root, base, ["demo-smol"]), base / "server.log") as running:
+        yield running
 
 
 def test_the_real_model_answers_and_remembers(smol_server: RunningServer) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, copy_demo_graphs, start_server, stop_server
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.e2e.neighbour import Neighbour
 
 WRITE_TIMEOUT_S = 2.0
@@ -34,9 +34,8 @@ def server(demo_root: Path, smol_root: Path, tmp_path_factory: pytest.TempPathFa
     copy_demo_graphs(smol_root, graphs, ["demo-smol"])
     smol = graphs / "demo-smol.toml"
     smol.write_text(smol.read_text().replace("max_tokens_limit = 1024", f"max_tokens_limit = {LONG_GENERATION}"))
-    running = start_server(graphs, directory / "server.log", "--write-timeout", str(WRITE_TIMEOUT_S))
-    yield running
-    stop_server(running)
+    with running_server(graphs, directory / "server.log", "--write-timeout", str(WRITE_TIMEOUT_S)) as running:
+        yield running
 
 
 def _rss_mb(server: RunningServer) -> float:
