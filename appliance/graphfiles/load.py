@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from appliance.errors import ConfigError, validation_path
+from appliance.graphfiles.cpu_properties import check_cpu_properties
 from appliance.graphfiles.schema import (
     GGUF_SUFFIX,
     STATEFUL_PROPERTIES,
@@ -56,6 +57,7 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     _check_speculative(path, graph, check_paths=check_paths)
     _check_gguf(path, graph)
     _check_stateful(path, graph)
+    _check_plugin_config(path, graph)
     return graph
 
 
@@ -90,6 +92,15 @@ def _check_gguf(path: Path, graph: Graph) -> None:
             "share the main model's tokenizer, which is checked on the tokenizer files of two OpenVINO IR "
             "folders; use `prompt_lookup = true`, or export both models to OpenVINO IR"
         )
+
+
+def _check_plugin_config(path: Path, graph: Graph) -> None:
+    for name, device, config in (
+        ("plugin_config", graph.device, graph.plugin_config),
+        ("draft_plugin_config", graph.draft_device or graph.device, graph.draft_plugin_config or {}),
+    ):
+        if device.upper() == "CPU" and (why := check_cpu_properties(config)):
+            raise ConfigError(f"{path}: {why.replace('plugin_config', name, 1)}")
 
 
 def _check_stateful(path: Path, graph: Graph) -> None:

@@ -50,6 +50,18 @@ def test_minimal_graph_gets_defaults(tmp_path: Path) -> None:
         ('name = "m\nmodel_path = "model"\n', "not valid TOML"),
         ('name = "m"\nmodel_path = "model"\nstream_interval_ms = -1\n', "stream_interval_ms"),
         ('name = "m"\nmodel_path = "model"\nstream_interval_ms = 5000\n', "stream_interval_ms"),
+        (
+            'name = "m"\nmodel_path = "model"\n[plugin_config]\nKV_CACHE_PRECISION = "i8"\n',
+            "KV_CACHE_PRECISION` is 'i8'",
+        ),
+        ('name = "m"\nmodel_path = "model"\n[plugin_config]\nKV_CACHE_PRECISION = "f32"\n', "INFERENCE_PRECISION_HINT"),
+        ('name = "m"\nmodel_path = "model"\n[plugin_config]\nINFERENCE_PRECISION_HINT = "fp16"\n', "bf16, f16, f32"),
+        ('name = "m"\nmodel_path = "model"\n[plugin_config]\nDYNAMIC_QUANTIZATION_GROUP_SIZE = -1\n', "DYNAMIC_QUANT"),
+        ('name = "m"\nmodel_path = "model"\n[plugin_config]\nENABLE_CPU_PINNING = "no"\n', "true or false"),
+        (
+            'name = "m"\nmodel_path = "model"\ndraft_model_path = "model"\n[draft_plugin_config]\nKV_CACHE_PRECISION = "q4"\n',
+            "draft_plugin_config.KV_CACHE_PRECISION",
+        ),
     ],
 )
 def test_bad_graph_names_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -58,6 +70,21 @@ def test_bad_graph_names_file_and_field(tmp_path: Path, text: str, expected: str
         load_graph(path)
     assert str(path) in str(info.value)
     assert expected in str(info.value)
+
+
+def test_cpu_properties_that_run_load(tmp_path: Path) -> None:
+    """Every value measured to compile on the CPU loads; other devices' values are theirs to check."""
+    for text in (
+        'KV_CACHE_PRECISION = "u4"\nDYNAMIC_QUANTIZATION_GROUP_SIZE = 0\nENABLE_CPU_PINNING = false\n',
+        'KV_CACHE_PRECISION = "f32"\nINFERENCE_PRECISION_HINT = "f32"\nPERFORMANCE_HINT = "LATENCY"\n',
+    ):
+        load_graph(write(tmp_path, f'name = "m"\nmodel_path = "model"\n[plugin_config]\n{text}'))
+    load_graph(
+        write(
+            tmp_path, 'name = "m"\nmodel_path = "model"\ndevice = "GPU"\n[plugin_config]\nKV_CACHE_PRECISION = "i8"\n'
+        ),
+        check_paths=False,
+    )
 
 
 def test_duplicate_names_and_empty_dir(tmp_path: Path) -> None:
