@@ -117,6 +117,19 @@ class Metrics:
         self.engine_restarts = Counter(
             "appliance_engine_restarts", "Engine processes restarted after a failure", ["model"], registry=r
         )
+        self.model_loads = Counter(
+            "appliance_model_loads", "Engines loaded on demand (a request for an unloaded model)", ["model"], registry=r
+        )
+        self.model_unloads = Counter(
+            "appliance_model_unloads", "Engines unloaded (idle, to make room, or by an admin)", ["model"], registry=r
+        )
+        self.model_load_seconds = Histogram(
+            "appliance_model_load_seconds",
+            "Time from starting an engine to its model being ready",
+            ["model"],
+            buckets=(0.5, 1, 2, 5, 10, 20, 60, 120, 300, 600),
+            registry=r,
+        )
         self.event_loop_lag = Histogram(
             "appliance_event_loop_lag_seconds",
             "How late the server's event loop runs a 10 ms timer",

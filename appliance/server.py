@@ -77,7 +77,7 @@ def serve(settings: Settings) -> int:
 
     metrics = Metrics()
     engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
-    registry = ModelRegistry(engines)
+    registry = ModelRegistry(engines, max_loaded_models=settings.max_loaded_models)
     # Engines started by a reload must not stop the server when they fail: the reload reports it.
     reloader = Reloader(
         registry,

@@ -103,6 +103,15 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             ge=0,
         ),
     ] = 1024
+    max_loaded_models: Annotated[
+        int,
+        _about(
+            "at most this many models loaded at once (0: no limit); a request for an unloaded model "
+            "unloads the least recently used idle one first, or gets a 503 if all are busy",
+            "N",
+            ge=0,
+        ),
+    ] = 0
     drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
         30.0
     )

@@ -65,7 +65,8 @@ def create_app(
         monitor.start()
         if start_engines:
             for engine in models:
-                engine.start()
+                if engine.graph.load == "start":  # the others load on their first request
+                    engine.start()
         task = asyncio.get_running_loop().create_task(background()) if background else None
         try:
             yield

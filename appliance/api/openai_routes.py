@@ -49,12 +49,13 @@ async def completions(request: Request, models: ModelRegistry) -> Response:
 
 @get(["/v1/models", "/v3/models"])
 async def list_models(models: ModelRegistry) -> ModelList:
-    return ModelList(data=[Model(id=engine.name, created=_STARTED) for engine in models])
+    return ModelList(data=[Model(id=engine.name, created=_STARTED, state=engine.status) for engine in models])
 
 
 @get(["/v1/models/{model_id:path}", "/v3/models/{model_id:path}"])
 async def retrieve_model(model_id: str, models: ModelRegistry) -> Model:
-    return Model(id=models.get(model_id.lstrip("/")).name, created=_STARTED)
+    engine = models.get(model_id.lstrip("/"))
+    return Model(id=engine.name, created=_STARTED, state=engine.status)
 
 
 router = Router(path="/", route_handlers=[chat_completions, completions, list_models, retrieve_model])

@@ -13,6 +13,7 @@ from appliance.errors import NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
+from appliance.runtime.watchdog import engine_rss_mb
 
 __all__ = ["routes"]
 
@@ -23,6 +24,7 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
     return {
         engine.name: {
             "state": engine.status,
+            "load": engine.graph.load,
             "device": engine.graph.device,
             "pipeline": engine.graph.pipeline_kind,
             "pid": engine.pid,
@@ -111,4 +113,44 @@ async def reload(reloader: Reloader | None) -> Response:
     return Response(report, status_code=status, media_type="application/json")
 
 
-routes = [health, live, stats, metrics, reload]
+def _lifecycle(engine: EngineClient) -> dict[str, object]:
+    return {
+        "state": engine.status,
+        "load": engine.graph.load,
+        "idle_unload_seconds": engine.graph.idle_unload_seconds,
+        "pid": engine.pid,
+        "rss_mb": round(engine_rss_mb(engine.pid), 1) if engine.pid else None,
+        "in_flight": engine.in_flight,
+        "idle_seconds": round(engine.idle_seconds, 1),
+        **({"error": engine.load_error} if engine.load_error else {}),
+    }
+
+
+@get("/admin/models", cache=False)
+async def admin_models(models: ModelRegistry) -> dict[str, object]:
+    """Every graph's model with its state (unloaded, loading, ready, ...), memory and idle time."""
+    return {
+        "max_loaded_models": models.max_loaded_models,
+        "loaded": len(models.loaded()),
+        "models": {engine.name: _lifecycle(engine) for engine in models},
+    }
+
+
+@post("/admin/models/{name:str}/load", status_code=200)
+async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
+    """Load the model now (as its first request would) and answer once it is ready."""
+    engine = models.get(name)
+    await engine.ensure_loaded()
+    return {"model": engine.name, **_lifecycle(engine)}
+
+
+@post("/admin/models/{name:str}/unload", status_code=200)
+async def admin_unload(name: str, models: ModelRegistry, drain_seconds: float = 30.0) -> dict[str, object]:
+    """Unload the model once its requests finish (at most `drain_seconds`; those still running then
+    fail); its next request loads it again."""
+    engine = models.get(name)
+    unloaded = await engine.unload(drain_seconds)
+    return {"model": engine.name, "unloaded": unloaded, **_lifecycle(engine)}
+
+
+routes = [health, live, stats, metrics, reload, admin_models, admin_load, admin_unload]

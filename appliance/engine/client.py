@@ -20,7 +20,7 @@ import multiprocessing
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from appliance.engine.client_metrics import ClientMetrics
@@ -65,7 +65,7 @@ __all__ = ["EngineClient", "Reservation"]
 
 log = logging.getLogger("appliance.engine")
 
-State = Literal["loading", "ready", "restarting", "failed", "stopped"]
+State = Literal["unloaded", "loading", "ready", "restarting", "unloading", "failed", "stopped"]
 Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
 _STALL_FLOOR_S = 2.0
@@ -110,7 +110,15 @@ class EngineClient:
         self.graph = graph
         self._restart_delay = restart_delay
         self._metrics = ClientMetrics(metrics, graph.name)
-        self.state: State = "stopped"
+        self.state: State = "unloaded" if graph.load == "on_demand" else "stopped"
+        self.last_used = time.monotonic()
+        """When a request last arrived or finished (monotonic seconds): idle unloading and the
+        least recently used model to unload first go by it."""
+        self.make_room: Callable[[EngineClient], Awaitable[None]] | None = None
+        """Called before a load on demand: the runtime unloads other models to stay within its
+        budget, or raises Overloaded."""
+        self._on_demand: asyncio.Future[None] | None = None
+        """While a load on demand runs: done once the engine is ready, failed if it cannot load."""
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self.speculation = (0, 0)
@@ -198,12 +206,65 @@ class EngineClient:
                 return "degraded"
         return self.state
 
+    @property
+    def available(self) -> bool:
+        """Serving, or able to serve a request by loading on demand (/health counts it ready)."""
+        return self.status == "ready" or self.state == "unloaded" or self._on_demand is not None
+
+    @property
+    def idle_seconds(self) -> float:
+        """How long the ready engine has had nothing in flight (0 while it has, or is not ready)."""
+        if self.state != "ready" or self.in_flight:
+            return 0.0
+        return max(0.0, time.monotonic() - self.last_used)
+
     # -- lifecycle --------------------------------------------------------------------------
+
+    async def ensure_loaded(self) -> None:
+        """Load an unloaded engine and wait until it is ready (concurrent callers share one load,
+        bounded by `load_timeout_seconds`); at once for an engine already loaded or loading at
+        start-up. Raises ModelNotReady (503) if it does not load, Overloaded if there is no room."""
+        self.last_used = time.monotonic()
+        if self.state == "unloaded":
+            if self.make_room is not None:
+                await self.make_room(self)
+            if self.state == "unloaded":  # not started by a request that made room meanwhile
+                self.load_error = ""
+                self._on_demand = asyncio.get_running_loop().create_future()
+                self._metrics.loaded_on_demand()
+                self.start()
+        loading = self._on_demand
+        if loading is None:
+            return
+        timeout = self.graph.load_timeout_seconds
+        try:
+            await asyncio.wait_for(asyncio.shield(loading), timeout)
+        except TimeoutError:
+            raise ModelNotReady(
+                f"Model '{self.name}' is loading and was not ready within {timeout:g} s; try again shortly.",
+                retry_after=5,
+            ) from None
+
+    async def unload(self, drain_seconds: float = 0.0) -> bool:
+        """Stop the engine once its requests finish (waiting at most `drain_seconds`; requests
+        still running then fail); the next request loads it again. False if it was not loaded."""
+        if self.state not in ("ready", "loading", "restarting"):
+            return False
+        self.state = "unloading"
+        deadline = time.monotonic() + drain_seconds
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.state = "unloaded"
+        self._ever_ready = False
+        self._metrics.unloaded()
+        log.info("engine %s: unloaded", self.name)
+        await self._shut_down(ModelNotReady(f"Model '{self.name}' was unloaded.", retry_after=1))
+        return True
 
     def start(self) -> None:
         """Spawn the engine process; returns at once (the model loads in the background)."""
         self._loop = asyncio.get_running_loop()
-        self.state = "loading" if not self._ever_ready else "restarting"
+        self.state = "restarting" if self._ever_ready else "loading"
         self._ready.clear()
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe(duplex=True)
@@ -237,22 +298,30 @@ class EngineClient:
     async def stop(self, timeout: float = 5.0) -> None:
         """Ask the engine to exit; kill it if it does not within `timeout`."""
         self.state = "stopped"
+        await self._shut_down(ModelNotReady(f"Model '{self.name}' is shutting down."), timeout)
+
+    async def _shut_down(self, error: Exception, timeout: float = 5.0) -> None:
+        """Fail what is in flight with `error`, ask the process to exit, kill it after `timeout`.
+        The client lets go of the process at once: a load on demand may start another meanwhile."""
         if self._restart_task is not None:
             self._restart_task.cancel()
-        self._fail_all(ModelNotReady(f"Model '{self.name}' is shutting down."))
-        process = self._process
+        self._fail_all(error)
+        process, outbox = self._process, self._outbox
         if process is None:
             return
         self._detach()
-        self._outbox.put(encoder.encode(Shutdown()))
-        self._outbox.put(None)
+        self._process = None
+        self._ready.clear()
+        self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
+        self._update_gauges()
+        outbox.put(encoder.encode(Shutdown()))
+        outbox.put(None)
         deadline = time.monotonic() + timeout
         while process.is_alive() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         if process.is_alive():
             process.kill()
-        process.join(1)
-        self._process = None
+        await asyncio.to_thread(process.join, 1)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -288,6 +357,8 @@ class EngineClient:
         reservation: Reservation | None = None,
     ) -> RequestStream:
         """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
+        await self.ensure_loaded()
+        self.last_used = time.monotonic()
         # Checked and reserved with no await in between: concurrent submits cannot overshoot.
         if reservation is not None and reservation.held:
             self._check_ready()
@@ -338,6 +409,8 @@ class EngineClient:
     async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
         # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
         # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
+        await self.ensure_loaded()
+        self.last_used = time.monotonic()
         self._admit()
         request_id = next(_ids)
         answer: asyncio.Future = self._loop.create_future()
@@ -395,9 +468,13 @@ class EngineClient:
             self.image_fit = image_fit(self.graph.model_dir) if self.graph.accepts_images else None
             self.tools = ToolFormat.of(self.graph, message)
             self.state = "ready"
+            self._metrics.load_time(message.load_seconds)
             self._ever_ready = True
             self._restarts = 0
             self._ready.set()
+            loading, self._on_demand = self._on_demand, None
+            if loading is not None and not loading.done():
+                loading.set_result(None)
             self._update_gauges()
             log.info(
                 "engine %s: ready in %.1f s (context %d tokens%s; tools: %s)",
@@ -435,6 +512,7 @@ class EngineClient:
         complete = stream.arrive(event)
         if complete:
             del self._streams[request_id]
+            self.last_used = time.monotonic()
         self._metrics.observe(stream, event, complete)
 
     def _update_gauges(self) -> None:
@@ -449,6 +527,10 @@ class EngineClient:
         self._conn = None
 
     def _fail_all(self, error: Exception) -> None:
+        loading, self._on_demand = self._on_demand, None
+        if loading is not None and not loading.done():
+            loading.set_exception(error)
+            loading.exception()  # retrieved here: no waiter may be left to see it
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -466,7 +548,13 @@ class EngineClient:
         self._ready.clear()
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self._update_gauges()
-        if self.state == "stopped":
+        if self.state in ("stopped", "unloaded"):
+            return
+        if self._on_demand is not None:  # a load on demand failed: the server keeps serving the others
+            self.state = "unloaded"
+            reason = self.load_error or f"engine exited with code {exit_code}"
+            log.error("engine %s: failed to load on demand: %s", self.name, reason)
+            self._fail_all(ModelNotReady(f"Model '{self.name}' failed to load: {reason}", retry_after=30))
             return
         if not self._ever_ready:
             self.state = "failed"

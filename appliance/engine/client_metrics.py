@@ -53,6 +53,19 @@ class ClientMetrics:
             self._metrics.engine_restarts.labels(self._model).inc()
             self._metrics.model_ready.labels(self._model).set(0)
 
+    def loaded_on_demand(self) -> None:
+        if self._metrics:
+            self._metrics.model_loads.labels(self._model).inc()
+
+    def unloaded(self) -> None:
+        if self._metrics:
+            self._metrics.model_unloads.labels(self._model).inc()
+            self._metrics.model_ready.labels(self._model).set(0)
+
+    def load_time(self, seconds: float) -> None:
+        if self._metrics:
+            self._metrics.model_load_seconds.labels(self._model).observe(seconds)
+
     def cancelled(self, stream: RequestStream) -> None:
         stream.finish_reason = "cancelled"
         if self._metrics:

@@ -227,6 +227,15 @@ class Graph(_Config, dict=True):
     chunk (a request's first token and its end go at once). Saves the server a chunk per token
     when steps take under a millisecond; a model whose steps take longer sends every step anyway.
     0: every step's tokens at once."""
+    load: Literal["start", "on_demand"] = "start"
+    """start: the engine loads when the server starts (ready before /health says 200). on_demand:
+    on the model's first request, which waits for it (`load_timeout_seconds`); until then the model
+    is listed and available, its engine not running."""
+    idle_unload_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    """Stop the engine after this long with no request in flight (0: never); the next request
+    loads it again, as an on-demand model's first one does."""
+    load_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600
+    """How long a request waits for its model to load on demand before a 503."""
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 

@@ -458,6 +458,8 @@ class Model(_Response):
     created: int
     owned_by: str = "appliance"
     object: Literal["model"] = "model"
+    state: str = "ready"
+    """The appliance's own: loaded (`ready`), `loading`, `unloaded` (loads on its first request), ..."""
 
 
 class ModelList(_Response):

@@ -64,6 +64,10 @@ class Reloader:
                     report["unchanged"].append(name)
                     continue
                 engine = self._make_engine(graph)
+                if graph.load == "on_demand":  # takes over at once, unloaded: its first request loads it
+                    self._retire(self.registry.put(engine))
+                    report["replaced" if current else "added"].append(name)
+                    continue
                 engine.start()
                 starting.append((engine, current))
             for engine, current in starting:

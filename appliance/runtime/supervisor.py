@@ -15,7 +15,12 @@ import uvicorn
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
-from appliance.runtime.watchdog import engines_healthy, recycle_large_engines, restart_hung_engines
+from appliance.runtime.watchdog import (
+    engines_healthy,
+    recycle_large_engines,
+    restart_hung_engines,
+    unload_idle_engines,
+)
 
 __all__ = ["NotifyingServer", "supervise"]
 
@@ -99,16 +104,19 @@ async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Re
     last_status = ""
     recycling: set[str] = set()
     stalled: set[str] = set()
+    unloading: set[str] = set()
     while True:
         restart_hung_engines(models, stalled)
+        unload_idle_engines(models, unloading)
         if reloader is not None:
             recycle_large_engines(models, reloader, recycling)
         now = time.monotonic()
         if interval and now >= next_ping and engines_healthy(models):
             notifier.watchdog()
             next_ping = now + interval
-        states = [f"{engine.name} {engine.status}" for engine in models if engine.status != "ready"]
-        status = f"serving {names}" if not states else "degraded: " + ", ".join(states)
+        states = [f"{engine.name} {engine.status}" for engine in models if not engine.available]
+        loaded = f"{len(models.loaded())} of {len(models)} models loaded"
+        status = f"serving {names} ({loaded})" if not states else f"degraded ({loaded}): " + ", ".join(states)
         if status != last_status:
             notifier.status(status)
             last_status = status

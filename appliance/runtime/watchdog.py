@@ -1,6 +1,7 @@
 """The engine watchdog: what the supervisor checks on every tick.
 
-An engine that makes no progress for `limits.engine_hang_seconds` is killed (its client then
+An engine idle for its graph's `idle_unload_seconds` is unloaded (loaded again by its next
+request). An engine that makes no progress for `limits.engine_hang_seconds` is killed (its client then
 restarts it like after a crash, with back-off); one whose process grew past
 `limits.engine_max_rss_mb` is replaced by a fresh process without dropping requests. A failed
 engine stops the systemd watchdog pings, so systemd restarts the whole service.
@@ -14,7 +15,7 @@ import logging
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 
-__all__ = ["engine_rss_mb", "engines_healthy", "recycle_large_engines", "restart_hung_engines"]
+__all__ = ["engine_rss_mb", "engines_healthy", "recycle_large_engines", "restart_hung_engines", "unload_idle_engines"]
 
 log = logging.getLogger("appliance.server")
 
@@ -76,3 +77,18 @@ def restart_hung_engines(models: ModelRegistry, stalled: set[str]) -> None:
                 silent,
                 limit,
             )
+
+
+def unload_idle_engines(models: ModelRegistry, busy: set[str]) -> None:
+    """Unload every engine idle (nothing in flight) for its graph's `idle_unload_seconds`; its next
+    request loads it again. `busy` holds the names being unloaded."""
+    for engine in models:
+        idle = engine.graph.idle_unload_seconds
+        if not idle or engine.name in busy or engine.idle_seconds < idle:
+            continue
+        log.info(
+            "engine %s: idle for %.1f s (idle_unload_seconds = %g): unloading", engine.name, engine.idle_seconds, idle
+        )
+        busy.add(engine.name)
+        task = asyncio.get_running_loop().create_task(engine.unload())
+        task.add_done_callback(lambda _, name=engine.name: busy.discard(name))

@@ -157,6 +157,7 @@ async def open_chat(
         else:
             media = media or ImageLoader()
             sources = plan.images.sources(media)
+            await engine.ensure_loaded()  # a model loaded on demand takes reservations once ready
             with engine.reserve() as reservation:
                 prompt = plan.prompt(await plan.images.load(media, sources))
                 stream = await engine.submit(prompt, plan.params, reservation=reservation)
