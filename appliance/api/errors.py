@@ -14,7 +14,14 @@ from litestar.exceptions import HTTPException
 
 from appliance.errors import ApplianceError
 
-__all__ = ["ClientDisconnected", "error_response", "exception_handlers"]
+__all__ = [
+    "ClientDisconnected",
+    "error_response",
+    "exception_handlers",
+    "framework_message",
+    "is_client_leaving",
+    "with_framework_headers",
+]
 
 log = logging.getLogger("appliance.api")
 
@@ -54,21 +61,33 @@ def _appliance_error(_: Request, exc: ApplianceError) -> Response:
     return error_response(exc, exc.to_dict())
 
 
+def is_client_leaving(exc: HTTPException) -> bool:
+    """Whether `exc` is Litestar's error for a client that left while its body was read."""
+    return exc.status_code == 500 and exc.detail == _LEFT_DURING_BODY
+
+
 def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
-    if status == 500 and exc.detail == _LEFT_DURING_BODY:
+    if is_client_leaving(exc):
         return _disconnected(request, ClientDisconnected())
     type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
-    if status == 404:
-        message = f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
-    elif status == 405:
-        message = f"Method {request.method} is not allowed on {request.url.path}."
-    elif status == 413:
-        message = "The request body is larger than this server accepts (see --max-body-size)."
-    else:
-        message = exc.detail
-    response = _envelope(status, message, type_, code)
-    # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
+    return with_framework_headers(_envelope(status, framework_message(request, exc), type_, code), exc)
+
+
+def framework_message(request: Request, exc: HTTPException) -> str:
+    """What a client reads about one of Litestar's own errors (404, 405, 413, ...)."""
+    if exc.status_code == 404:
+        return f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
+    if exc.status_code == 405:
+        return f"Method {request.method} is not allowed on {request.url.path}."
+    if exc.status_code == 413:
+        return "The request body is larger than this server accepts (see --max-body-size)."
+    return exc.detail
+
+
+def with_framework_headers(response: Response, exc: HTTPException) -> Response:
+    """`response` with the framework's headers: Litestar puts `Allow` on its 405s (RFC 9110
+    requires it)."""
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
     return response

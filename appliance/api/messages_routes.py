@@ -1,0 +1,126 @@
+"""Anthropic's Messages API, under both /v1 and /v3: `POST /messages` (streamed or not) and
+`POST /messages/count_tokens`.
+
+A message is planned as a chat completion (`dialects.anthropic`) and submitted the way chat
+completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
+the access log); token counting renders the prompt as `/tokenize` does. Every error on these
+routes, Litestar's own included, takes Anthropic's shape (`dialects.anthropic.errors`); the gate
+answers its refusals (a missing or wrong key) in that shape too, and accepts the key from
+`x-api-key` as well as `Authorization: Bearer`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Request, Response, Router, post
+from litestar.exceptions import HTTPException
+from litestar.response import Stream
+
+from appliance.api.decoding import convert_body, decode_json
+from appliance.api.errors import (
+    ClientDisconnected,
+    error_response,
+    exception_handlers,
+    framework_message,
+    is_client_leaving,
+    with_framework_headers,
+)
+from appliance.api.gate import current_record
+from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.sse import HEADERS, typed_events
+from appliance.dialects.anthropic.errors import error_body
+from appliance.dialects.anthropic.output import MessageEvents
+from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
+from appliance.errors import ApplianceError, EngineFailure, InvalidRequest
+from appliance.media import ImageLoader
+from appliance.protocol.anthropic import CountTokensRequest, MessagesRequest, TokenCount
+from appliance.runtime.registry import ModelRegistry
+from appliance.service import tokenize as tokenizer
+
+__all__ = ["routers"]
+
+log = logging.getLogger("appliance.api")
+
+
+def _body(raw: bytes, kind: type) -> object:
+    if not raw.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+    return convert_body(prepare_body(decode_json(raw)), kind)
+
+
+@post("/messages", status_code=200)
+async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+    body = _body(await request.body(), MessagesRequest)
+    assert isinstance(body, MessagesRequest)
+    user = body.metadata.user_id if body.metadata is not None else None
+    record_request(body.model, user)  # the access log names the model even when it is unknown
+    engine = models.get(body.model)
+    plan = plan_message(body, engine.graph.reasoning_parser)
+    try:
+        call = await open_recorded_chat(request, engine, plan.chat, media)
+    except ApplianceError as exc:
+        raise plan.renamed(exc) from None
+    events = MessageEvents(body.model, call.stream.prompt_tokens)
+    if body.stream:
+        return Stream(typed_events(events.stream(call.pieces())), media_type="text/event-stream", headers=HEADERS)
+    try:
+        message = await unless_disconnected(request, events.final(call.pieces()))
+    except ApplianceError as exc:
+        raise plan.renamed(exc) from None
+    return json_response(message)
+
+
+@post("/messages/count_tokens", status_code=200)
+async def count_tokens(request: Request, models: ModelRegistry) -> Response:
+    """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
+    body = _body(await request.body(), CountTokensRequest)
+    assert isinstance(body, CountTokensRequest)
+    record_request(body.model, None)
+    engine = models.get(body.model)
+    tokenize, messages = count_request(body, engine.graph.reasoning_parser)
+    try:
+        answer = await unless_disconnected(request, tokenizer.tokenize(engine, tokenize))
+    except ApplianceError as exc:
+        raise messages.renamed(exc) from None
+    return json_response(TokenCount(input_tokens=answer.count))
+
+
+def _request_id() -> str | None:
+    record = current_record.get()
+    return record.request_id if record is not None else None
+
+
+def _appliance_error(_: Request, exc: ApplianceError) -> Response:
+    return error_response(exc, error_body(exc, _request_id()))
+
+
+def _http_exception(request: Request, exc: HTTPException) -> Response:
+    if is_client_leaving(exc):
+        return exception_handlers[ClientDisconnected](request, ClientDisconnected())
+    error = ApplianceError(framework_message(request, exc))
+    error.status = exc.status_code
+    return with_framework_headers(error_response(error, error_body(error, _request_id())), exc)
+
+
+def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    error = EngineFailure("The server had an internal error; it is logged.")
+    return error_response(error, error_body(error, _request_id()))
+
+
+def _router(prefix: str) -> Router:
+    return Router(
+        path=prefix,
+        route_handlers=[create_message, count_tokens],
+        exception_handlers={
+            ClientDisconnected: exception_handlers[ClientDisconnected],
+            ApplianceError: _appliance_error,
+            HTTPException: _http_exception,
+            Exception: _unexpected,
+        },
+    )
+
+
+routers = [_router("/v1"), _router("/v3")]
+"""The Messages API in Anthropic's error shape, under /v1 and /v3."""
