@@ -43,7 +43,7 @@ def error_type(status: int) -> str:
 
 def error_message(message: str, param: str | None) -> str:
     """`message`, led by the field it is about (Anthropic's messages have no separate `param`)."""
-    return f"{param}: {message}" if param and param not in message else message
+    return f"{param}: {message}" if param and not message.startswith(f"{param}:") else message
 
 
 def error_object(exc: ApplianceError) -> AnthropicError:
