@@ -88,7 +88,10 @@ def test_max_tokens_and_stop_sequence(client: TestClient, engine: FakeEngineClie
     assert create(client, max_tokens=1).json()["stop_reason"] == "max_tokens"
     engine.script = "alpha beta gamma"
     stopped = create(client, stop_sequences=["beta"]).json()
-    assert list(engine.submitted[-1].params.stop) == ["beta"] and not engine.submitted[-1].params.include_stop_str_in_output
+    assert (
+        list(engine.submitted[-1].params.stop) == ["beta"]
+        and not engine.submitted[-1].params.include_stop_str_in_output
+    )
     assert stopped["stop_reason"] in ("stop_sequence", "end_turn")  # the fake engine does not match stop strings
 
 
