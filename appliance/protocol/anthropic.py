@@ -25,9 +25,9 @@ __all__ = [
     "ContentBlockStart",
     "ContentBlockStop",
     "CountTokensRequest",
-    "ErrorEvent",
+    "StreamError",
     "ImageBlock",
-    "InputMessage",
+    "MessageParam",
     "Message",
     "MessageDelta",
     "MessageStart",
@@ -61,6 +61,13 @@ class TextBlock(_Request, tag_field="type", tag="text"):
     cache_control: CacheControl | None = None
     citations: list[dict[str, Any]] | None = None
     """Accepted in history without effect (the model reads the text)."""
+
+
+class SystemText(TextBlock, tag=False, tag_field=None, kw_only=True):
+    """A text block of `system`. msgspec treats the tag of a tagged struct outside a union as
+    optional; here `type` is a plain field, so it is required like everywhere else."""
+
+    type: Literal["text"]
 
 
 class Base64Source(_Request, tag_field="type", tag="base64"):
@@ -110,9 +117,9 @@ class RedactedThinkingBlock(_Request, tag_field="type", tag="redacted_thinking")
 ContentBlock = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
 
 
-class InputMessage(_Request):
+class MessageParam(_Request):
     role: Literal["user", "assistant"]
-    content: str | list[ContentBlock]
+    content: str | Annotated[list[ContentBlock], Meta(min_length=1)]
 
 
 # --- tools, thinking, output -------------------------------------------------------------------
@@ -167,7 +174,8 @@ class ThinkingDisabled(_Request, tag_field="type", tag="disabled"):
 Thinking = ThinkingEnabled | ThinkingAdaptive | ThinkingDisabled
 
 
-class JSONOutputFormat(_Request, tag_field="type", tag="json_schema"):
+class JSONOutputFormat(_Request):
+    type: Literal["json_schema"]
     schema: dict[str, Any]
 
 
@@ -187,9 +195,9 @@ class Metadata(_Request):
 class CountTokensRequest(_Request):
     """`POST /v1/messages/count_tokens`: the prompt part of a messages request."""
 
-    messages: Annotated[list[InputMessage], Meta(min_length=1)]
+    messages: Annotated[list[MessageParam], Meta(min_length=1)]
     model: str
-    system: str | list[TextBlock] | None = None
+    system: str | list[SystemText] | None = None
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
@@ -335,7 +343,7 @@ class AnthropicError(_Response):
     message: str
 
 
-class ErrorEvent(_Response, tag_field="type", tag="error"):
+class StreamError(_Response, tag_field="type", tag="error"):
     error: AnthropicError
 
 

@@ -43,7 +43,12 @@ def error_type(status: int) -> str:
 
 def error_message(message: str, param: str | None) -> str:
     """`message`, led by the field it is about (Anthropic's messages have no separate `param`)."""
-    return f"{param}: {message}" if param and not message.startswith(f"{param}:") else message
+    if not param or message.startswith(f"{param}:"):
+        return message
+    # The decoder's messages name the field themselves; here the field leads instead.
+    message = message.removeprefix(f"Invalid value for '{param}': ")
+    message = "Field required." if message == f"Missing required parameter: '{param}'." else message
+    return f"{param}: {message}"
 
 
 def error_object(exc: ApplianceError) -> AnthropicError:

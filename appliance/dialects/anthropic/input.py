@@ -24,7 +24,7 @@ from appliance.protocol.anthropic import (
     Base64Source,
     FileSource,
     ImageBlock,
-    InputMessage,
+    MessageParam,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -152,7 +152,7 @@ def _tool_result(block: ToolResultBlock, path: str) -> ToolMessage:
     return ToolMessage(content=f"Error: {text}" if block.is_error else text, tool_call_id=block.tool_use_id)
 
 
-def _user_turn(message: InputMessage, path: str, result: ChatMessages) -> None:
+def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
     if isinstance(message.content, str):
         result.add(UserMessage(content=message.content), _Origin(path))
         return
@@ -180,7 +180,7 @@ def _user_turn(message: InputMessage, path: str, result: ChatMessages) -> None:
         result.add(UserMessage(content=parts), origin)
 
 
-def _assistant_turn(message: InputMessage, path: str, result: ChatMessages) -> None:
+def _assistant_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
     if isinstance(message.content, str):
         result.add(AssistantMessage(content=message.content), _Origin(path))
         return
@@ -209,7 +209,7 @@ def _assistant_turn(message: InputMessage, path: str, result: ChatMessages) -> N
     result.add(turn, origin)
 
 
-def chat_messages(system: str | list[TextBlock] | None, messages: list[InputMessage]) -> ChatMessages:
+def chat_messages(system: str | list[TextBlock] | None, messages: list[MessageParam]) -> ChatMessages:
     """The chat messages of a Messages request's `system` and `messages`."""
     result = ChatMessages()
     if system:

@@ -29,7 +29,7 @@ from appliance.protocol.anthropic import (
     ContentBlockStart,
     ContentBlockStop,
     DeltaUsage,
-    ErrorEvent,
+    StreamError,
     InputJSONDelta,
     Message,
     MessageDelta,
@@ -102,7 +102,7 @@ class MessageEvents:
         self._open: _OpenBlock | None = None
         self._finish: FinishPiece | None = None
 
-    async def stream(self, pieces: AsyncIterator[AnswerPiece]) -> AsyncIterator[StreamEvent | ErrorEvent]:
+    async def stream(self, pieces: AsyncIterator[AnswerPiece]) -> AsyncIterator[StreamEvent | StreamError]:
         """Every event, from `message_start` to `message_stop` (or `error` when the engine failed)."""
         yield MessageStart(message=self.message)
         yield Ping()
@@ -111,7 +111,7 @@ class MessageEvents:
                 for event in self._feed(piece):
                     yield event
         except ApplianceError as exc:
-            yield ErrorEvent(error=error_object(exc))
+            yield StreamError(error=error_object(exc))
             return
         for event in self._close():
             yield event
