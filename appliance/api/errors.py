@@ -1,7 +1,7 @@
 """Exception handlers: every error leaves the server as the OpenAI envelope.
 
 `{"error": {"message", "type", "param", "code"}}`, including Litestar's own 404/405/413 and
-validation errors, with `Retry-After` on 503s. The LMI and Elasticsearch routers answer in their own
+validation errors, with `Retry-After` on 503s; on the Messages API's paths, Anthropic's envelope. The LMI and Elasticsearch routers answer in their own
 shapes through `error_response`, which sets `Retry-After` the same way.
 """
 
@@ -12,16 +12,10 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
+from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
 from appliance.errors import ApplianceError
 
-__all__ = [
-    "ClientDisconnected",
-    "error_response",
-    "exception_handlers",
-    "framework_message",
-    "is_client_leaving",
-    "with_framework_headers",
-]
+__all__ = ["ClientDisconnected", "error_response", "exception_handlers"]
 
 log = logging.getLogger("appliance.api")
 
@@ -41,7 +35,14 @@ class ClientDisconnected(Exception):
     """The client left before the answer was ready; there is no one to answer."""
 
 
-def _envelope(status: int, message: str, type_: str, code: str | None, param: str | None = None) -> Response:
+def _envelope(
+    status: int, message: str, type_: str, code: str | None, param: str | None = None, *, request: Request
+) -> Response:
+    """OpenAI's envelope, or Anthropic's on the Messages API's paths (Litestar's own errors there,
+    a 404, 405 or 413, and unexpected ones never reach that router's handlers)."""
+    if answers_in_anthropic_shape(request.url.path):
+        error = {"type": error_type(status), "message": message}
+        return Response({"type": "error", "error": error}, status_code=status, media_type="application/json")
     return Response(
         {"error": {"message": message, "type": type_, "param": param, "code": code}},
         status_code=status,
@@ -61,33 +62,21 @@ def _appliance_error(_: Request, exc: ApplianceError) -> Response:
     return error_response(exc, exc.to_dict())
 
 
-def is_client_leaving(exc: HTTPException) -> bool:
-    """Whether `exc` is Litestar's error for a client that left while its body was read."""
-    return exc.status_code == 500 and exc.detail == _LEFT_DURING_BODY
-
-
 def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
-    if is_client_leaving(exc):
+    if status == 500 and exc.detail == _LEFT_DURING_BODY:
         return _disconnected(request, ClientDisconnected())
     type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
-    return with_framework_headers(_envelope(status, framework_message(request, exc), type_, code), exc)
-
-
-def framework_message(request: Request, exc: HTTPException) -> str:
-    """What a client reads about one of Litestar's own errors (404, 405, 413, ...)."""
-    if exc.status_code == 404:
-        return f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
-    if exc.status_code == 405:
-        return f"Method {request.method} is not allowed on {request.url.path}."
-    if exc.status_code == 413:
-        return "The request body is larger than this server accepts (see --max-body-size)."
-    return exc.detail
-
-
-def with_framework_headers(response: Response, exc: HTTPException) -> Response:
-    """`response` with the framework's headers: Litestar puts `Allow` on its 405s (RFC 9110
-    requires it)."""
+    if status == 404:
+        message = f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
+    elif status == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path}."
+    elif status == 413:
+        message = "The request body is larger than this server accepts (see --max-body-size)."
+    else:
+        message = exc.detail
+    response = _envelope(status, message, type_, code, request=request)
+    # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
     return response
@@ -95,7 +84,9 @@ def with_framework_headers(response: Response, exc: HTTPException) -> Response:
 
 def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return _envelope(500, "The server had an internal error; it is logged.", "server_error", "internal_error")
+    return _envelope(
+        500, "The server had an internal error; it is logged.", "server_error", "internal_error", request=request
+    )
 
 
 def _disconnected(_: Request, __: ClientDisconnected) -> Response:

@@ -11,36 +11,24 @@ answers its refusals (a missing or wrong key) in that shape too, and accepts the
 
 from __future__ import annotations
 
-import logging
-
 from litestar import Request, Response, Router, post
-from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
-from appliance.api.errors import (
-    ClientDisconnected,
-    error_response,
-    exception_handlers,
-    framework_message,
-    is_client_leaving,
-    with_framework_headers,
-)
+from appliance.api.errors import error_response
 from appliance.api.gate import current_record
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.anthropic.errors import error_body
 from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
-from appliance.errors import ApplianceError, EngineFailure, InvalidRequest
+from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.anthropic import CountTokensRequest, MessagesRequest, TokenCount
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import tokenize as tokenizer
 
 __all__ = ["routers"]
-
-log = logging.getLogger("appliance.api")
 
 
 def _body(raw: bytes, kind: type) -> object:
@@ -95,30 +83,13 @@ def _appliance_error(_: Request, exc: ApplianceError) -> Response:
     return error_response(exc, error_body(exc, _request_id()))
 
 
-def _http_exception(request: Request, exc: HTTPException) -> Response:
-    if is_client_leaving(exc):
-        return exception_handlers[ClientDisconnected](request, ClientDisconnected())
-    error = ApplianceError(framework_message(request, exc))
-    error.status = exc.status_code
-    return with_framework_headers(error_response(error, error_body(error, _request_id())), exc)
-
-
-def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    error = EngineFailure("The server had an internal error; it is logged.")
-    return error_response(error, error_body(error, _request_id()))
-
-
 def _router(prefix: str) -> Router:
     return Router(
         path=prefix,
         route_handlers=[create_message, count_tokens],
-        exception_handlers={
-            ClientDisconnected: exception_handlers[ClientDisconnected],
-            ApplianceError: _appliance_error,
-            HTTPException: _http_exception,
-            Exception: _unexpected,
-        },
+        # Litestar's own errors (413, 405, ...) and unexpected ones: the app's handlers, which
+        # answer in Anthropic's shape on these paths.
+        exception_handlers={ApplianceError: _appliance_error},
     )
 
 

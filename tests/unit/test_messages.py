@@ -236,6 +236,8 @@ def test_the_gate_reads_the_key_from_x_api_key_or_bearer(client: TestClient) -> 
     refused = client.post("/v1/messages", json={}, headers={"x-api-key": "wrong"})
     assert refused.status_code == 401 and refused.json()["type"] == "error"
     assert refused.json()["error"]["type"] == "authentication_error" and refused.headers["request-id"]
+    wrong_method = client.get("/v1/messages", headers=HEADERS)  # Litestar's own error, in Anthropic's shape too
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "invalid_request_error"
     # Other routes keep OpenAI's envelope, and take the key either way too.
     chat = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
     assert client.post("/v1/chat/completions", json=chat, headers={"x-api-key": "wrong"}).json()["error"]["code"] == (
