@@ -5,6 +5,8 @@ naming the Messages field, an engine failure mid-stream, and the gate's API key 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -16,6 +18,7 @@ from pydantic import TypeAdapter
 from appliance.api.gate import Gate
 from appliance.engine.messages import Finished
 from appliance.graphfiles import Graph
+from appliance.protocol.anthropic import MessagesRequest
 from tests.apps import fake_app
 from tests.fakes import FakeEngineClient
 
@@ -251,3 +254,15 @@ def test_the_gate_reads_the_key_from_x_api_key_or_bearer(client: TestClient) -> 
         headers={"Authorization": f"Bearer {KEY}"},
     )
     assert bearer.status_code == 200
+
+
+def test_the_docs_table_names_every_request_field() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    table = docs.split("## Messages API (Anthropic)", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        name.split(".")[0]
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1])
+    }
+    assert set(MessagesRequest.__struct_fields__) <= documented
