@@ -11,6 +11,8 @@ answers its refusals (a missing or wrong key) in that shape too, and accepts the
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from litestar import Request, Response, Router, post
 from litestar.response import Stream
 
@@ -30,8 +32,10 @@ from appliance.service import tokenize as tokenizer
 
 __all__ = ["routers"]
 
+T = TypeVar("T")
 
-def _body(raw: bytes, kind: type) -> object:
+
+def _body(raw: bytes, kind: type[T]) -> T:
     if not raw.strip():
         raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
     return convert_body(prepare_body(decode_json(raw)), kind)
@@ -40,7 +44,6 @@ def _body(raw: bytes, kind: type) -> object:
 @post("/messages", status_code=200)
 async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = _body(await request.body(), MessagesRequest)
-    assert isinstance(body, MessagesRequest)
     user = body.metadata.user_id if body.metadata is not None else None
     record_request(body.model, user)  # the access log names the model even when it is unknown
     engine = models.get(body.model)
@@ -63,7 +66,6 @@ async def create_message(request: Request, models: ModelRegistry, media: ImageLo
 async def count_tokens(request: Request, models: ModelRegistry) -> Response:
     """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
     body = _body(await request.body(), CountTokensRequest)
-    assert isinstance(body, CountTokensRequest)
     record_request(body.model, None)
     engine = models.get(body.model)
     tokenize, messages = count_request(body, engine.graph.reasoning_parser)
