@@ -14,6 +14,7 @@ from litestar.di import Provide
 from appliance.api import (
     elastic_routes,
     lmi_routes,
+    messages_routes,
     openai_routes,
     openapi,
     ops_routes,
@@ -90,6 +91,7 @@ def create_app(
             lmi_routes.router,
             elastic_routes.router,
             *responses_routes.routes,
+            *messages_routes.routers,
             *tokenize_routes.routes,
             *ops_routes.routes,
             *openapi.routes,

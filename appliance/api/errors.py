@@ -1,7 +1,7 @@
 """Exception handlers: every error leaves the server as the OpenAI envelope.
 
 `{"error": {"message", "type", "param", "code"}}`, including Litestar's own 404/405/413 and
-validation errors, with `Retry-After` on 503s. The LMI and Elasticsearch routers answer in their own
+validation errors, with `Retry-After` on 503s; on the Messages API's paths, Anthropic's envelope. The LMI and Elasticsearch routers answer in their own
 shapes through `error_response`, which sets `Retry-After` the same way.
 """
 
@@ -12,6 +12,7 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
+from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
 from appliance.errors import ApplianceError
 
 __all__ = ["ClientDisconnected", "error_response", "exception_handlers"]
@@ -34,7 +35,14 @@ class ClientDisconnected(Exception):
     """The client left before the answer was ready; there is no one to answer."""
 
 
-def _envelope(status: int, message: str, type_: str, code: str | None, param: str | None = None) -> Response:
+def _envelope(
+    status: int, message: str, type_: str, code: str | None, param: str | None = None, *, request: Request
+) -> Response:
+    """OpenAI's envelope, or Anthropic's on the Messages API's paths (Litestar's own errors there,
+    a 404, 405 or 413, and unexpected ones never reach that router's handlers)."""
+    if answers_in_anthropic_shape(request.url.path):
+        error = {"type": error_type(status), "message": message}
+        return Response({"type": "error", "error": error}, status_code=status, media_type="application/json")
     return Response(
         {"error": {"message": message, "type": type_, "param": param, "code": code}},
         status_code=status,
@@ -67,7 +75,7 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
         message = "The request body is larger than this server accepts (see --max-body-size)."
     else:
         message = exc.detail
-    response = _envelope(status, message, type_, code)
+    response = _envelope(status, message, type_, code, request=request)
     # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
@@ -76,7 +84,9 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
 
 def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return _envelope(500, "The server had an internal error; it is logged.", "server_error", "internal_error")
+    return _envelope(
+        500, "The server had an internal error; it is logged.", "server_error", "internal_error", request=request
+    )
 
 
 def _disconnected(_: Request, __: ClientDisconnected) -> Response:

@@ -8,6 +8,7 @@ know (model, user, the engine streams) to the current `RequestRecord`.
 from __future__ import annotations
 
 import contextvars
+import functools
 import hmac
 import ipaddress
 import json
@@ -22,9 +23,10 @@ from litestar.utils.path import normalize_path
 
 from appliance.api.csrf import SAFE_METHODS, json_media_type, same_origin
 from appliance.api.route_labels import RouteLabels
+from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
 from appliance.metrics import Metrics
 
-__all__ = ["Gate", "RequestRecord", "current_record"]
+__all__ = ["Gate", "RequestRecord", "api_key", "current_record"]
 
 access_log = logging.getLogger("appliance.access")
 
@@ -57,7 +59,7 @@ _Refusal = tuple[int, str, str, str, list[tuple[bytes, bytes]]]
 _BEARER = [(b"www-authenticate", b'Bearer realm="appliance"')]
 _API_KEY_NEEDED: _Refusal = (
     401,
-    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>'.",
+    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
     "authentication_error",
     "invalid_api_key",
     _BEARER,
@@ -76,6 +78,9 @@ _LOOPBACK_ONLY: _Refusal = (
     "admin_loopback_only",
     [],
 )
+
+API_KEY_STATE = "api_key"
+"""The request state entry holding the API key the client presented (see `api_key`)."""
 
 current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
 
@@ -120,20 +125,25 @@ class Gate:
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", record.request_id.encode())]
+                if anthropic:  # the name Anthropic's SDK reads (`_request_id` on its answers)
+                    message["headers"].append((b"request-id", record.request_id.encode()))
             await send(message)
 
+        anthropic = answers_in_anthropic_shape(normalize_path(scope["path"]))
         headers = dict(scope["headers"])
+        key = _presented_key(scope)
+        scope.setdefault("state", {})[API_KEY_STATE] = key.decode("latin-1") if key else None
         origin = headers.get(b"origin", b"").decode("latin-1")
         cors = origin if origin in self._origins else None
         if cors:
             send_wrapper = _with_cors(send_wrapper, cors)
+        refuse = functools.partial(_error, send_wrapper, anthropic=anthropic)
         try:
             if b"content-length" in headers and b"transfer-encoding" in headers:
                 # h11 reads such a body as chunked and keeps the connection open, while a proxy in
                 # front may have used Content-Length: the leftover bytes would be a request the
                 # proxy never saw (smuggling). RFC 9112 6.3 allows refusing; the connection closes.
-                await _error(
-                    send_wrapper,
+                await refuse(
                     400,
                     "A request may not carry both Content-Length and Transfer-Encoding.",
                     "invalid_request_error",
@@ -141,8 +151,7 @@ class Gate:
                     [(b"connection", b"close")],
                 )
             elif self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
-                await _error(
-                    send_wrapper,
+                await refuse(
                     400,
                     "The Host header is not one this server answers to.",
                     "invalid_request_error",
@@ -150,17 +159,17 @@ class Gate:
                 )
             elif scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
                 await _preflight(send_wrapper, allowed=cors is not None)
-            elif refusal := self._access_refusal(scope):
-                await _error(send_wrapper, *refusal)
+            elif refusal := self._access_refusal(scope, key):
+                await refuse(*refusal)
             elif scope["method"] not in SAFE_METHODS and (refusal := self._forgery_refusal(headers)):
-                await _error(send_wrapper, *refusal)
+                await refuse(*refusal)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
 
-    def _access_refusal(self, scope: Scope) -> _Refusal | None:
+    def _access_refusal(self, scope: Scope, key: bytes | None) -> _Refusal | None:
         """Why the client may not call this route (API key, admin key, loopback), or None.
 
         /admin/* changes what is served: with admin keys it needs one (an API key is not enough,
@@ -172,10 +181,10 @@ class Gate:
         path = normalize_path(scope["path"])
         if path.startswith(ADMIN_PREFIX):
             if self._admin_keys:
-                return None if self._authorized(scope, self._admin_keys) else _ADMIN_KEY_NEEDED
+                return None if _authorized(key, self._admin_keys) else _ADMIN_KEY_NEEDED
             if not _loopback_client(scope):
                 return _LOOPBACK_ONLY
-        if self._keys and path not in self._open_paths and not self._authorized(scope, self._keys):
+        if self._keys and path not in self._open_paths and not _authorized(key, self._keys):
             return _API_KEY_NEEDED
         return None
 
@@ -211,18 +220,6 @@ class Gate:
                 return True
         return False
 
-    def _authorized(self, scope: Scope, keys: list[bytes]) -> bool:
-        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-        scheme, _, credential = header.partition(b" ")
-        # The scheme is case-insensitive (RFC 7235); the key itself is compared exactly, in
-        # constant time against every configured key.
-        if scheme.lower() != b"bearer" or not credential:
-            return False
-        matched = False
-        for key in keys:
-            matched |= hmac.compare_digest(credential.strip(), key)
-        return matched
-
     def _finish(self, scope: Scope, record: RequestRecord, status: int, seconds: float) -> None:
         path = scope["path"]
         method = scope["method"] if scope["method"] in METHOD_LABELS else "other"
@@ -254,6 +251,32 @@ class Gate:
         access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
 
 
+def _authorized(credential: bytes | None, keys: list[bytes]) -> bool:
+    if not credential:
+        return False
+    # Compared exactly, in constant time against every configured key.
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(credential, key)
+    return matched
+
+
+def _presented_key(scope: Scope) -> bytes | None:
+    """The key the client sent: `Authorization: Bearer <key>` (the scheme is case-insensitive, RFC
+    7235), else `x-api-key: <key>` (Anthropic's header, which its SDK sends); None without one."""
+    headers = dict(scope["headers"])
+    scheme, _, credential = headers.get(b"authorization", b"").partition(b" ")
+    if scheme.lower() == b"bearer" and credential.strip():
+        return credential.strip()
+    return headers.get(b"x-api-key", b"").strip() or None
+
+
+def api_key(request: Any) -> str | None:
+    """The API key the client presented, as the gate read it (None without one, or without the
+    gate): a handler that keeps things per key (stored responses) asks this, never the headers."""
+    return request.scope.get("state", {}).get(API_KEY_STATE)
+
+
 def _loopback_client(scope: Scope) -> bool:
     client = scope.get("client")
     try:
@@ -266,9 +289,19 @@ def _loopback_client(scope: Scope) -> bool:
 
 
 async def _error(
-    send: Send, status: int, message: str, type_: str, code: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    message: str,
+    type_: str,
+    code: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    anthropic: bool = False,
 ) -> None:
-    body = json.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}}).encode()
+    """The refusal in OpenAI's envelope, or Anthropic's on the Messages API's paths."""
+    error = {"type": error_type(status), "message": message} if anthropic else {"message": message, "type": type_}
+    payload = {"type": "error", "error": error} if anthropic else {"error": {**error, "param": None, "code": code}}
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
@@ -289,7 +322,7 @@ async def _preflight(send: Send, *, allowed: bool) -> None:
     if allowed:
         headers += [
             (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
-            (b"access-control-allow-headers", b"authorization, content-type"),
+            (b"access-control-allow-headers", b"authorization, content-type, x-api-key, anthropic-version"),
             (b"access-control-max-age", b"600"),
         ]
     await send({"type": "http.response.start", "status": 204, "headers": headers})

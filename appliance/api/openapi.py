@@ -1,4 +1,4 @@
-"""The OpenAPI document of the OpenAI routes, generated from the protocol structs.
+"""The OpenAPI document of the OpenAI and Anthropic Messages routes, generated from the protocol structs.
 
 Handlers decode raw bodies with msgspec (strict, unknown fields refused), so Litestar cannot infer
 the schema; msgspec can: the structs are the schema. Served at `GET /openapi.json`; the test suite
@@ -14,8 +14,8 @@ import msgspec
 from litestar import get
 
 from appliance import __version__
+from appliance.protocol import anthropic, response_events, responses, tokenize
 from appliance.protocol import openai as api
-from appliance.protocol import response_events, responses, tokenize
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["openapi_document", "routes"]
@@ -81,6 +81,33 @@ def _generation(request: str, response: str, chunk: str, summary: str) -> dict[s
     }
 
 
+def _messages_paths(prefix: str) -> dict[str, Any]:
+    """Anthropic's Messages API: its errors take Anthropic's envelope."""
+    errors = {
+        status: {
+            "description": error["description"],
+            "content": _json({"$ref": _REF.format(name="AnthropicErrorBody")}),
+        }
+        for status, error in _errors(400, 401, 404, 413, 503).items()
+    }
+    create = _generation("MessagesRequest", "Message", "StreamEvent", "Create a message (Anthropic)")
+    create["post"]["responses"].update(errors)
+    create["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]["description"] = (
+        "event: <type> and data: <event> per event, from message_start to message_stop (or error)"
+    )
+    count = {
+        "post": {
+            "summary": "Count a message's input tokens (Anthropic)",
+            "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name="CountTokensRequest")})},
+            "responses": {
+                "200": {"description": "the count", "content": _json({"$ref": _REF.format(name="TokenCount")})},
+                **errors,
+            },
+        }
+    }
+    return {f"{prefix}/messages": create, f"{prefix}/messages/count_tokens": count}
+
+
 def _easy_input_items(components: dict[str, Any]) -> None:
     """Message items and item references may leave `type` out (the SDK's "easy" messages do; the
     server fills it in), so `type` no longer tells every input item apart."""
@@ -144,6 +171,11 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         responses.Response,
         response_events.ResponseEvent,
         responses.DeletedResponse,
+        anthropic.MessagesRequest,
+        anthropic.CountTokensRequest,
+        anthropic.Message,
+        anthropic.TokenCount,
+        anthropic.AnthropicErrorBody,
     ]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)
     _easy_input_items(components)
@@ -154,6 +186,8 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
             "ResponsesRequest",
             "TokenizeRequest",
             "DetokenizeRequest",
+            "MessagesRequest",
+            "CountTokensRequest",
         ):
             components[request]["properties"]["model"] = {"type": "string", "enum": list(model_names)}
     paths: dict[str, Any] = {}
@@ -163,6 +197,7 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         )
         paths[f"{prefix}/completions"] = _generation("CompletionRequest", "Completion", "Completion", "Text completion")
         paths.update(_responses_paths(prefix))
+        paths.update(_messages_paths(prefix))
         paths[f"{prefix}/models"] = {
             "get": {
                 "summary": "Served models",
@@ -211,7 +246,7 @@ def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
         "info": {
             "title": "appliance",
             "version": __version__,
-            "description": "OpenAI-compatible API of the OpenVINO GenAI appliance",
+            "description": "OpenAI-compatible API of the OpenVINO GenAI appliance (and Anthropic's Messages API)",
         },
         "paths": paths,
         "components": {"schemas": components},

@@ -12,6 +12,7 @@ from litestar import HttpMethod, Request, Response, post, route
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
+from appliance.api.gate import api_key
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
@@ -26,8 +27,7 @@ __all__ = ["routes"]
 
 
 def _owner(request: Request) -> str:
-    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-    return owner_of(credential.strip() if scheme.lower() == "bearer" else None)
+    return owner_of(api_key(request))
 
 
 @post(["/v1/responses", "/v3/responses"], status_code=200)

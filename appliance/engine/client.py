@@ -94,6 +94,20 @@ class Reservation:
         self.release()
 
 
+def _frames(message: Submit | Tokenize | Detokenize) -> list[bytes | memoryview]:
+    """`message` framed for the pipe, before anything is admitted or registered for it. msgpack
+    holds integers of 64 bits; a larger one in free-form JSON (a tool's schema, a call's arguments,
+    template kwargs) is the client's error, not the server's."""
+    try:
+        return encode_to_engine(message)
+    except OverflowError:
+        raise InvalidRequest(
+            "The request holds an integer beyond 64 bits (below -2**63 or above 2**64-1), in a tool's "
+            "schema, a tool call's arguments or chat_template_kwargs; the engine cannot take it.",
+            code="integer_too_large",
+        ) from None
+
+
 class EngineClient:
     """One model's engine process, seen from the server's event loop."""
 
@@ -357,6 +371,8 @@ class EngineClient:
         reservation: Reservation | None = None,
     ) -> RequestStream:
         """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
+        request_id = next(_ids)
+        frames = _frames(Submit(request_id=request_id, prompt=prompt, params=params))
         await self.ensure_loaded()
         self.last_used = time.monotonic()
         # Checked and reserved with no await in between: concurrent submits cannot overshoot.
@@ -365,7 +381,6 @@ class EngineClient:
             reservation.release()  # its place passes to the stream registered below
         else:
             self._admit()
-        request_id = next(_ids)
         # Registered before the engine answers: its first deltas may arrive with the accept.
         stream = RequestStream(
             request_id,
@@ -377,7 +392,7 @@ class EngineClient:
         accepted: asyncio.Future[Accepted] = self._loop.create_future()
         self._streams[request_id] = stream
         self._pending[request_id] = accepted
-        for frame in encode_to_engine(Submit(request_id=request_id, prompt=prompt, params=params)):
+        for frame in frames:
             self._outbox.put(frame)
         timeout = self.graph.limits.request_timeout_seconds
         try:
@@ -409,14 +424,15 @@ class EngineClient:
     async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
         # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
         # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
+        request_id = next(_ids)
+        (frame,) = _frames(command(request_id))
         await self.ensure_loaded()
         self.last_used = time.monotonic()
         self._admit()
-        request_id = next(_ids)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
         self._asking += 1
-        self._outbox.put(encoder.encode(command(request_id)))
+        self._outbox.put(frame)
         timeout = self.graph.limits.request_timeout_seconds
         try:
             return await (asyncio.wait_for(answer, timeout) if timeout else answer)

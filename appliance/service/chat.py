@@ -89,6 +89,7 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest, names:
         request,
         max_tokens=request.max_completion_tokens if uses_completion_tokens else request.max_tokens,
         max_tokens_param=names("max_completion_tokens" if uses_completion_tokens else "max_tokens"),
+        stop_param=names("stop"),
         logprobs=request.logprobs,
         grammar=grammar,
         # Tool-call markers are often special tokens: keep them in the text the parser reads.

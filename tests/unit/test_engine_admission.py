@@ -10,8 +10,17 @@ import queue
 import pytest
 
 from appliance.engine.inbox import Inbox
-from appliance.engine.messages import Cancel, Detokenize, SamplingParams, Shutdown, Submit, TextPrompt, Tokenize
-from appliance.errors import Overloaded, RequestTimedOut
+from appliance.engine.messages import (
+    Cancel,
+    ChatPrompt,
+    Detokenize,
+    SamplingParams,
+    Shutdown,
+    Submit,
+    TextPrompt,
+    Tokenize,
+)
+from appliance.errors import InvalidRequest, Overloaded, RequestTimedOut
 from appliance.graphfiles import Graph, Limits
 from tests.fakes import FakeEngineClient, fake_graph
 
@@ -96,3 +105,23 @@ def test_inbox_skips_commands_cancelled_while_they_wait() -> None:
     inbox.put(Cancel(request_id=5))
     assert inbox.get() == Cancel(request_id=5)
     assert not inbox._cancelled
+
+
+def test_an_integer_beyond_64_bits_is_a_400_that_holds_no_place() -> None:
+    # JSON allows any integer; msgpack, the engine pipe's format, 64 bits. Found by fuzzing
+    # /v1/messages/count_tokens (a tool_use input of -2**63-1): it was a 500 on every route, and
+    # the request kept its place in `in_flight`.
+    async def run() -> None:
+        engine = FakeEngineClient(fake_graph(max_queued_requests=1))
+        engine.start()
+        huge = ChatPrompt(messages=[{"role": "user", "content": "x"}], tools=[{"maximum": 2**70}])
+        for attempt in range(2):
+            with pytest.raises(InvalidRequest) as info:
+                await engine.tokenize(huge, add_special_tokens=False)
+            assert info.value.code == "integer_too_large"
+            with pytest.raises(InvalidRequest):
+                await engine.submit(huge, SamplingParams(max_new_tokens=2))
+            assert engine.in_flight == 0, attempt
+        await engine.stop()
+
+    asyncio.run(run())

@@ -13,10 +13,11 @@ from openai.types.responses import Response as SdkResponse
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from appliance.api.gate import Gate
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine.messages import Finished
 from appliance.graphfiles import Graph, Limits
-from tests.apps import app_client
+from tests.apps import app_client, fake_app
 from tests.fakes import FakeEngineClient
 
 WEATHER = {
@@ -42,7 +43,8 @@ def store() -> ResponseStore:
 
 @pytest.fixture
 def client(engine: FakeEngineClient, store: ResponseStore):
-    with app_client(engine, response_store=store) as test_client:
+    # Behind the gate, which reads the API key a stored response belongs to.
+    with TestClient(Gate(fake_app(engine, response_store=store))) as test_client:
         yield test_client
 
 

@@ -1,0 +1,94 @@
+"""Anthropic's Messages API, under both /v1 and /v3: `POST /messages` (streamed or not) and
+`POST /messages/count_tokens`.
+
+A message is planned as a chat completion (`dialects.anthropic`) and submitted the way chat
+completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
+the access log); token counting renders the prompt as `/tokenize` does. Every error on these
+routes, Litestar's own included, takes Anthropic's shape (`dialects.anthropic.errors`); the gate
+answers its refusals (a missing or wrong key) in that shape too, and accepts the key from
+`x-api-key` as well as `Authorization: Bearer`.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from litestar import Request, Response, Router, post
+from litestar.response import Stream
+
+from appliance.api.decoding import convert_body, decode_json
+from appliance.api.errors import error_response
+from appliance.api.gate import current_record
+from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.sse import HEADERS, typed_events
+from appliance.dialects.anthropic.errors import error_body
+from appliance.dialects.anthropic.output import MessageEvents
+from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
+from appliance.errors import ApplianceError, InvalidRequest
+from appliance.media import ImageLoader
+from appliance.protocol.anthropic import CountTokensRequest, MessagesRequest, TokenCount
+from appliance.runtime.registry import ModelRegistry
+from appliance.service import tokenize as tokenizer
+
+__all__ = ["routers"]
+
+T = TypeVar("T")
+
+
+def _body(raw: bytes, kind: type[T]) -> T:
+    if not raw.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
+    return convert_body(prepare_body(decode_json(raw)), kind)
+
+
+@post("/messages", status_code=200)
+async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+    body = _body(await request.body(), MessagesRequest)
+    user = body.metadata.user_id if body.metadata is not None else None
+    record_request(body.model, user)  # the access log names the model even when it is unknown
+    engine = models.get(body.model)
+    plan = plan_message(body, engine.graph.reasoning_parser)
+    call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
+    events = MessageEvents(body.model, call.stream.prompt_tokens)
+    if body.stream:
+        return Stream(typed_events(events.stream(call.pieces())), media_type="text/event-stream", headers=HEADERS)
+    return json_response(await unless_disconnected(request, events.final(call.pieces())))
+
+
+@post("/messages/count_tokens", status_code=200)
+async def count_tokens(request: Request, models: ModelRegistry) -> Response:
+    """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
+    body = _body(await request.body(), CountTokensRequest)
+    record_request(body.model, None)
+    engine = models.get(body.model)
+    tokenize, messages = count_request(body, engine.graph.reasoning_parser)
+    try:
+        answer = await unless_disconnected(request, tokenizer.tokenize(engine, tokenize))
+    except ApplianceError as exc:
+        if exc.param is not None:  # the tokenizer route's fields, named as this request names them
+            exc.param = messages.field_name(exc.param)
+        raise
+    return json_response(TokenCount(input_tokens=answer.count))
+
+
+def _request_id() -> str | None:
+    record = current_record.get()
+    return record.request_id if record is not None else None
+
+
+def _appliance_error(_: Request, exc: ApplianceError) -> Response:
+    return error_response(exc, error_body(exc, _request_id()))
+
+
+def _router(prefix: str) -> Router:
+    return Router(
+        path=prefix,
+        route_handlers=[create_message, count_tokens],
+        # Litestar's own errors (413, 405, ...) and unexpected ones: the app's handlers, which
+        # answer in Anthropic's shape on these paths.
+        exception_handlers={ApplianceError: _appliance_error},
+    )
+
+
+routers = [_router("/v1"), _router("/v3")]
+"""The Messages API in Anthropic's error shape, under /v1 and /v3."""

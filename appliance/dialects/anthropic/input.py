@@ -1,0 +1,215 @@
+"""A Messages request's system prompt and messages as chat messages, and chat's error paths back in
+Messages terms.
+
+Anthropic's turns hold blocks; chat templates take messages. A user turn's `tool_result` blocks
+become `tool` messages and its text and image blocks a user message (in the order they came, so a
+result comes before the text that follows it); an assistant turn's text, `tool_use` and `thinking`
+blocks become one assistant message (its text, its tool calls with the input as JSON text, its
+`reasoning_content`, which templates that render reasoning show and others ignore).
+`redacted_thinking` is dropped: it is Anthropic's encrypted reasoning, which no model here can
+read. Images keep the chat plan's checks and guards: a base64 source becomes a data URL, a url
+source the URL itself (http(s) under the SSRF policy, or a local file inside the allowed
+directory). An error the chat plan raises about `messages[k].content[j]` names the block it
+came from (`messages[i].content[b]`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from appliance.errors import InvalidRequest
+from appliance.protocol.anthropic import (
+    Base64Source,
+    FileSource,
+    ImageBlock,
+    MessageParam,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from appliance.protocol.openai import (
+    AssistantMessage,
+    FunctionCall,
+    ImageURL,
+    ImageURLPart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = ["ChatMessages", "chat_messages"]
+
+
+def _unsupported(message: str, param: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param, code="unsupported_parameter")
+
+
+@dataclass
+class _Origin:
+    """Where one chat message came from: a request path, and for each of its parts or tool calls
+    the index of the block it came from."""
+
+    path: str
+    blocks: list[int] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ChatMessages:
+    """The chat messages of a Messages request, and where each came from."""
+
+    messages: list[Message] = field(default_factory=list)
+    origins: list[_Origin] = field(default_factory=list)
+
+    def add(self, message: Message, origin: _Origin) -> None:
+        self.messages.append(message)
+        self.origins.append(origin)
+
+    def field_name(self, param: str) -> str:
+        """A chat request's field path, named as the Messages request names it (`chat.FieldNames`)."""
+        for pattern, replacement in _RENAMED:
+            if pattern.match(param):
+                return pattern.sub(replacement, param, count=1)
+        found = _MESSAGE.match(param)
+        if found is None:
+            return param
+        index, rest = int(found.group(1)), found.group(2)
+        if index >= len(self.origins):
+            return "messages"
+        origin = self.origins[index]
+        part = _PART.match(rest)
+        if part is not None and origin.blocks:
+            number = int(part.group(1))
+            block = origin.blocks[number] if number < len(origin.blocks) else number
+            return f"{origin.path}.content[{block}]" + _IMAGE_URL.sub(".source", part.group(2))
+        call = _TOOL_CALL.match(rest)
+        if call is not None and int(call.group(1)) < len(origin.calls):
+            return f"{origin.path}.content[{origin.calls[int(call.group(1))]}]" + (".input" if call.group(2) else "")
+        if isinstance(self.messages[index], ToolMessage | SystemMessage):
+            return origin.path  # a tool_result block or the system prompt: its text as a whole
+        return origin.path + rest
+
+
+_MESSAGE = re.compile(r"^messages\[(\d+)\](.*)$")
+_PART = re.compile(r"^\.content\[(\d+)\](.*)$")
+_TOOL_CALL = re.compile(r"^\.tool_calls\[(\d+)\](\.function\.arguments)?")
+_IMAGE_URL = re.compile(r"^\.image_url(\.url)?")
+_RENAMED = [
+    (re.compile(r"^max_completion_tokens"), "max_tokens"),
+    (re.compile(r"^stop\b"), "stop_sequences"),
+    (re.compile(r"^response_format(\.json_schema)?(\.schema)?"), "output_config.format.schema"),
+    (re.compile(r"^tools\[(\d+)\]\.function\.parameters"), r"tools[\1].input_schema"),
+    (re.compile(r"^tools\[(\d+)\]\.function"), r"tools[\1]"),
+    (re.compile(r"^tool_choice\.function"), "tool_choice"),
+    (re.compile(r"^reasoning_effort"), "output_config.effort"),
+    (re.compile(r"^chat_template_kwargs"), "thinking"),
+    (re.compile(r"^user"), "metadata.user_id"),
+]
+
+
+def _text(blocks: list[TextBlock]) -> str:
+    return "\n".join(block.text for block in blocks)
+
+
+def _image(block: ImageBlock, path: str) -> ImageURLPart:
+    source = block.source
+    if isinstance(source, FileSource):
+        raise _unsupported(
+            "Images by file_id are not served (there is no Files API here): send a base64 or url source.",
+            f"{path}.source",
+        )
+    url = f"data:{source.media_type};base64,{source.data}" if isinstance(source, Base64Source) else source.url
+    return ImageURLPart(image_url=ImageURL(url=url))
+
+
+def _tool_result(block: ToolResultBlock, path: str) -> ToolMessage:
+    content = block.content
+    if isinstance(content, list):
+        for index, part in enumerate(content):
+            if not isinstance(part, TextBlock):
+                raise _unsupported(
+                    "Tool results are text here: no model here reads images in a tool result.",
+                    f"{path}.content[{index}]",
+                )
+        content = _text(content)
+    text = content or ""
+    # Chat templates have no error flag on a tool message: the model reads that the call failed.
+    return ToolMessage(content=f"Error: {text}" if block.is_error else text, tool_call_id=block.tool_use_id)
+
+
+def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
+    if isinstance(message.content, str):
+        result.add(UserMessage(content=message.content), _Origin(path))
+        return
+    parts: list = []
+    origin = _Origin(path)
+    for index, block in enumerate(message.content):
+        where = f"{path}.content[{index}]"
+        if isinstance(block, TextBlock):
+            parts.append(TextPart(text=block.text))
+        elif isinstance(block, ImageBlock):
+            parts.append(_image(block, where))
+        elif isinstance(block, ToolResultBlock):
+            if parts:
+                result.add(UserMessage(content=parts), origin)
+                parts, origin = [], _Origin(path)
+            result.add(_tool_result(block, where), _Origin(where))
+            continue
+        else:
+            raise InvalidRequest(
+                f"A user message holds text, image and tool_result blocks, not '{block.__struct_config__.tag}'.",
+                param=f"{where}.type",
+            )
+        origin.blocks.append(index)
+    if parts:
+        result.add(UserMessage(content=parts), origin)
+
+
+def _assistant_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
+    if isinstance(message.content, str):
+        result.add(AssistantMessage(content=message.content), _Origin(path))
+        return
+    texts, reasoning, calls = [], [], []
+    origin = _Origin(path)
+    for index, block in enumerate(message.content):
+        where = f"{path}.content[{index}]"
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolUseBlock):
+            arguments = json.dumps(block.input, ensure_ascii=False)
+            calls.append(ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=arguments)))
+            origin.calls.append(index)
+        elif isinstance(block, ThinkingBlock):
+            reasoning.append(block.thinking)
+        elif not isinstance(block, RedactedThinkingBlock):
+            raise InvalidRequest(
+                f"An assistant message holds text, tool_use and thinking blocks, not '{block.__struct_config__.tag}'.",
+                param=f"{where}.type",
+            )
+    turn = AssistantMessage(
+        content="".join(texts) if texts or not calls else None,
+        tool_calls=calls or None,
+        reasoning_content="\n".join(reasoning) or None,
+    )
+    result.add(turn, origin)
+
+
+def chat_messages(system: str | list[TextBlock] | None, messages: list[MessageParam]) -> ChatMessages:
+    """The chat messages of a Messages request's `system` and `messages`."""
+    result = ChatMessages()
+    if system:
+        result.add(SystemMessage(content=system if isinstance(system, str) else _text(system)), _Origin("system"))
+    for index, message in enumerate(messages):
+        path = f"messages[{index}]"
+        if message.role == "user":
+            _user_turn(message, path, result)
+        else:
+            _assistant_turn(message, path, result)
+    return result

@@ -1,0 +1,268 @@
+"""Anthropic's Messages API on the fake engine: the message and its stream events (validated with
+the `anthropic` SDK's own types), thinking, tool use, what reaches the chat template, refusals
+naming the Messages field, an engine failure mid-stream, and the gate's API key from x-api-key."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+from anthropic.types import Message as SdkMessage
+from anthropic.types import RawMessageStreamEvent
+from litestar.testing import TestClient
+from pydantic import TypeAdapter
+
+from appliance.api.gate import Gate
+from appliance.engine.messages import Finished
+from appliance.graphfiles import Graph
+from appliance.protocol.anthropic import MessagesRequest
+from tests.apps import fake_app
+from tests.fakes import FakeEngineClient
+
+KEY = "k1"
+HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+SDK_EVENT = TypeAdapter(RawMessageStreamEvent)
+
+
+@pytest.fixture
+def engine() -> FakeEngineClient:
+    return FakeEngineClient(
+        Graph(name="fake", model_path="/nonexistent", tool_parser="hermes", reasoning_parser="think")
+    )
+
+
+@pytest.fixture
+def client(engine: FakeEngineClient):
+    with TestClient(Gate(fake_app(engine), api_keys=[KEY])) as test_client:
+        yield test_client
+
+
+def create(client: TestClient, **fields):
+    body = {"model": "fake", "max_tokens": 32, "messages": [{"role": "user", "content": "one two three"}], **fields}
+    return client.post("/v1/messages", json=body, headers=HEADERS)
+
+
+def stream(client: TestClient, **fields) -> list[dict]:
+    response = create(client, stream=True, **fields)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = []
+    for block in response.text.split("\n\n"):
+        if block:
+            name, data = block.split("\n")
+            event = json.loads(data.removeprefix("data: "))
+            assert name == f"event: {event['type']}"
+            if event["type"] not in ("error", "ping"):  # the SDK has no type for these two
+                SDK_EVENT.validate_python(event)
+            events.append(event)
+    return events
+
+
+def test_message_shape(client: TestClient) -> None:
+    response = create(client)
+    assert response.status_code == 200 and response.headers["request-id"]
+    message = SdkMessage.model_validate(response.json())
+    assert message.id.startswith("msg_") and message.stop_reason == "end_turn" and message.stop_sequence is None
+    assert message.content[0].type == "text" and message.content[0].text == " three two one"
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (3, 3)
+
+
+def test_stream_events_add_up_to_the_message(client: TestClient) -> None:
+    events = stream(client)
+    kinds = [event["type"] for event in events]
+    assert kinds[:3] == ["message_start", "ping", "content_block_start"]
+    assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert events[0]["message"]["usage"]["input_tokens"] == 3
+    text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta")
+    assert text == create(client).json()["content"][0]["text"]
+    assert events[-2]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    assert events[-2]["usage"] == {"output_tokens": 3}
+
+
+def test_max_tokens_and_stop_sequence(client: TestClient, engine: FakeEngineClient) -> None:
+    assert create(client, max_tokens=1).json()["stop_reason"] == "max_tokens"
+    engine.script = "alpha beta gamma"
+    stopped = create(client, stop_sequences=["beta"]).json()
+    assert (
+        list(engine.submitted[-1].params.stop) == ["beta"]
+        and not engine.submitted[-1].params.include_stop_str_in_output
+    )
+    assert stopped["stop_reason"] in ("stop_sequence", "end_turn")  # the fake engine does not match stop strings
+
+
+def test_thinking_text_and_tool_use_blocks(client: TestClient, engine: FakeEngineClient) -> None:
+    engine.script = f"<think>Hm.</think>Checking. {CALL}"
+    message = SdkMessage.model_validate(create(client, tools=[WEATHER], thinking={"type": "adaptive"}).json())
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
+    assert message.content[0].thinking == "Hm." and message.stop_reason == "tool_use"
+    use = message.content[2]
+    assert use.id.startswith("toolu_") and use.name == "get_weather" and use.input == {"city": "Oslo"}
+    events = stream(client, tools=[WEATHER])
+    deltas = [e["delta"]["type"] for e in events if e["type"] == "content_block_delta"]
+    assert "signature_delta" in deltas and deltas[-1] == "input_json_delta"
+    starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
+    assert starts == ["thinking", "text", "tool_use"]
+
+
+def test_what_reaches_the_chat_template(client: TestClient, engine: FakeEngineClient) -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Weather?", "cache_control": {"type": "ephemeral"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Call it.", "signature": "x"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "Rain"}]},
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "down", "is_error": True},
+                {"type": "text", "text": "And tomorrow?"},
+            ],
+        },
+        {"role": "assistant", "content": "Tomorrow"},
+    ]
+    response = create(
+        client,
+        system=[{"type": "text", "text": "Be brief."}],
+        messages=messages,
+        tools=[WEATHER],
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        metadata={"user_id": "u1"},
+        temperature=0.5,
+        top_k=5,
+        top_p=0.9,
+    )
+    assert response.status_code == 200, response.text
+    submitted = engine.submitted[-1]
+    sent = [(m["role"], m.get("content")) for m in submitted.prompt.messages]
+    assert sent == [
+        ("system", "Be brief."),
+        ("user", "Weather?"),
+        ("assistant", ""),
+        ("tool", "Rain"),
+        ("tool", "Error: down"),
+        ("user", "And tomorrow?"),
+        ("assistant", "Tomorrow"),
+    ]
+    assistant = submitted.prompt.messages[2]
+    assert assistant["reasoning_content"] == "Call it."
+    assert assistant["tool_calls"][0]["function"]["arguments"] == {"city": "Oslo"}  # templates take an object
+    assert submitted.prompt.continue_final_message and not submitted.prompt.add_generation_prompt
+    params = submitted.params
+    assert (params.temperature, params.top_k, params.top_p) == (0.5, 5, 0.9)
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"container": "c1"}, "container"),
+        ({"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]}, "mcp_servers"),
+        ({"output_config": {"effort": "max"}}, "output_config.effort"),
+        ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "other"}}, "tool_choice.name"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
+            "messages[0].content[0].type",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}
+                ]
+            },
+            "messages[0].content[0].source",
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]},
+            "messages[0].content[0].type",
+        ),
+        ({"messages": [{"role": "user", "content": "x"}], "stop_sequences": [""]}, "stop_sequences[0]"),
+        ({"temperature": 1.5}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_refusals_name_the_messages_field(client: TestClient, fields: dict, param: str) -> None:
+    response = create(client, **fields)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith(f"{param}:"), body
+
+
+def test_thinking_needs_a_reasoning_parser() -> None:
+    engine = FakeEngineClient(Graph(name="fake", model_path="/nonexistent"))
+    with TestClient(Gate(fake_app(engine))) as client:
+        refused = create(client, thinking={"type": "enabled", "budget_tokens": 1024})
+        assert refused.status_code == 400 and refused.json()["error"]["message"].startswith("thinking:")
+        assert create(client, thinking={"type": "disabled"}).status_code == 200
+
+
+def test_count_tokens(client: TestClient) -> None:
+    body = {"model": "fake", "messages": [{"role": "user", "content": "one two three"}]}
+    counted = client.post("/v1/messages/count_tokens", json=body, headers=HEADERS)
+    assert counted.status_code == 200 and counted.json() == {
+        "input_tokens": create(client).json()["usage"]["input_tokens"]
+    }
+
+
+def test_engine_failure_mid_stream(client: TestClient, engine: FakeEngineClient) -> None:
+    original = engine._dispatch
+
+    def failing(message):
+        events = message.events
+        for index, event in enumerate(events):
+            if isinstance(event, Finished):
+                events[index] = msgspec.structs.replace(event, finish_reason="error", error="boom")
+        original(message)
+
+    engine._dispatch = failing
+    events = stream(client)
+    assert events[-1] == {"type": "error", "error": {"type": "api_error", "message": "boom"}}
+    failed = create(client)
+    assert failed.status_code == 500 and failed.json()["error"] == {"type": "api_error", "message": "boom"}
+
+
+def test_the_gate_reads_the_key_from_x_api_key_or_bearer(client: TestClient) -> None:
+    refused = client.post("/v1/messages", json={}, headers={"x-api-key": "wrong"})
+    assert refused.status_code == 401 and refused.json()["type"] == "error"
+    assert refused.json()["error"]["type"] == "authentication_error" and refused.headers["request-id"]
+    wrong_method = client.get("/v1/messages", headers=HEADERS)  # Litestar's own error, in Anthropic's shape too
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "invalid_request_error"
+    # Other routes keep OpenAI's envelope, and take the key either way too.
+    chat = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+    assert client.post("/v1/chat/completions", json=chat, headers={"x-api-key": "wrong"}).json()["error"]["code"] == (
+        "invalid_api_key"
+    )
+    assert client.post("/v1/chat/completions", json=chat, headers={"x-api-key": KEY}).status_code == 200
+    assert create(client).status_code == 200
+    bearer = client.post(
+        "/v1/messages",
+        json={"model": "fake", "max_tokens": 4, "messages": chat["messages"]},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert bearer.status_code == 200
+
+
+def test_the_docs_table_names_every_request_field() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    table = docs.split("## Messages API (Anthropic)", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        name.split(".")[0]
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1])
+    }
+    assert set(MessagesRequest.__struct_fields__) <= documented
