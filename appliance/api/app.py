@@ -19,6 +19,7 @@ from appliance.api import (
     ops_routes,
     playground,
     responses_routes,
+    retrieval_routes,
     tokenize_routes,
 )
 from appliance.api.errors import exception_handlers
@@ -90,6 +91,7 @@ def create_app(
             elastic_routes.router,
             *responses_routes.routes,
             *tokenize_routes.routes,
+            *retrieval_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
             *(playground.routes() if serve_playground else []),
