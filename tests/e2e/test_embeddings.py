@@ -178,6 +178,21 @@ def test_bad_inputs_are_400s(server: RunningServer, path: str, body: dict, param
     assert set(error) == {"message", "type", "param", "code"}
 
 
+def test_elasticsearch_openai_service_request(server: RunningServer) -> None:
+    """The body and Content-Type Elasticsearch's `openai` text_embedding service sends."""
+    body = b'{"input":["a cat sits on the mat","stock prices fell"],"model":"demo-embed","user":"es","dimensions":384}'
+    response = httpx.post(
+        f"{server.url}/v1/embeddings",
+        content=body,
+        headers={"Content-Type": "application/json; charset=UTF-8", "Authorization": "Bearer unused"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert [item["index"] for item in data] == [0, 1]
+    assert all(len(item["embedding"]) == 384 and isinstance(item["embedding"][0], float) for item in data)
+
+
 def test_sdk_raises_bad_request(server: RunningServer) -> None:
     with pytest.raises(openai.BadRequestError):
         server.client().embeddings.create(model="demo-chat", input="hello")
