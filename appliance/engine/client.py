@@ -31,9 +31,13 @@ from appliance.engine.messages import (
     ChatPrompt,
     Detokenize,
     Detokenized,
+    Embed,
+    Embedded,
     LoadFailed,
     Ready,
     Rejected,
+    Rerank,
+    Reranked,
     SamplingParams,
     Shutdown,
     Stats,
@@ -66,6 +70,8 @@ __all__ = ["EngineClient", "Reservation"]
 log = logging.getLogger("appliance.engine")
 
 State = Literal["unloaded", "loading", "ready", "restarting", "unloading", "failed", "stopped"]
+Task = Literal["generate", "embed", "rerank"]
+_TASK_ROUTES = {"generate": "chat, completions and responses", "embed": "/v1/embeddings", "rerank": "/v1/rerank"}
 Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
 _STALL_FLOOR_S = 2.0
@@ -145,6 +151,8 @@ class EngineClient:
         (None: a family not known, or a text graph)."""
         self.tools = ToolFormat(graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
         """How tools reach this model's prompt and how its calls are read (known once loaded)."""
+        self.embedding_size = 0
+        """Embedding graphs: the length of the model's vectors (known once loaded)."""
         self._reserved = 0
         self._asking = 0
         """Tokenize and detokenize commands sent and not answered."""
@@ -343,7 +351,7 @@ class EngineClient:
         """Admit a request now and hold its place in the queue while it is prepared (its images
         fetched and decoded), so a request the server will refuse costs no preparation; pass it to
         `submit`. Raises ModelNotReady or Overloaded like `submit`."""
-        self._admit()
+        self._admit("generate")
         self._reserved += 1
         return Reservation(self._unreserve)
 
@@ -355,7 +363,20 @@ class EngineClient:
         if status not in ("ready", "degraded"):
             raise ModelNotReady(f"Model '{self.name}' is {status}; try again shortly.", retry_after=5)
 
-    def _admit(self) -> None:
+    def require(self, task: Task) -> None:
+        """Raise 400 (param `model`) unless this model serves `task`."""
+        if self.graph.task != task:
+            raise InvalidRequest(
+                f"Model '{self.name}' is {_describe(self.graph.task)} model: it serves "
+                f"{_TASK_ROUTES[self.graph.task]}, not {_TASK_ROUTES[task]}.",
+                param="model",
+                code="model_not_supported",
+            )
+
+    def _admit(self, task: Task) -> None:
+        # Every route reaches its engine through here: a model is refused for what it cannot do
+        # (an embedding model named in chat, a chat model in /v1/embeddings).
+        self.require(task)
         self._check_ready()
         if self.in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
@@ -373,6 +394,7 @@ class EngineClient:
         """Send a request; returns once the engine accepted it. Raises a 4xx/5xx ApplianceError."""
         request_id = next(_ids)
         frames = _frames(Submit(request_id=request_id, prompt=prompt, params=params))
+        self.require("generate")  # before loading a model on demand for a route it does not serve
         await self.ensure_loaded()
         self.last_used = time.monotonic()
         # Checked and reserved with no await in between: concurrent submits cannot overshoot.
@@ -380,7 +402,7 @@ class EngineClient:
             self._check_ready()
             reservation.release()  # its place passes to the stream registered below
         else:
-            self._admit()
+            self._admit("generate")
         # Registered before the engine answers: its first deltas may arrive with the accept.
         stream = RequestStream(
             request_id,
@@ -421,14 +443,29 @@ class EngineClient:
         answer = await self._ask(lambda request_id: Detokenize(request_id, tokens))
         return answer.text
 
-    async def _ask(self, command: Callable[[int], Tokenize | Detokenize]):
+    async def embed(self, texts: list[str | list[int]], *, query: bool = False) -> Embedded:
+        """The vectors of `texts` (embedding graphs), batched in the engine with other requests'."""
+        started = time.monotonic()
+        answer = await self._ask(lambda request_id: Embed(request_id, texts, query), task="embed")
+        self._metrics.retrieved(time.monotonic() - started, len(texts), answer.prompt_tokens)
+        return answer
+
+    async def rerank(self, query: str, documents: list[str]) -> Reranked:
+        """Each document's relevance score to `query`, in the documents' order (rerank graphs)."""
+        started = time.monotonic()
+        answer = await self._ask(lambda request_id: Rerank(request_id, query, documents), task="rerank")
+        self._metrics.retrieved(time.monotonic() - started, len(documents), answer.prompt_tokens)
+        return answer
+
+    async def _ask(self, command: Callable[[int], Tokenize | Detokenize | Embed | Rerank], task: Task = "generate"):
         # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
         # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
         request_id = next(_ids)
         (frame,) = _frames(command(request_id))
+        self.require(task)  # before loading a model on demand for a route it does not serve
         await self.ensure_loaded()
         self.last_used = time.monotonic()
-        self._admit()
+        self._admit(task)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
         self._asking += 1
@@ -483,6 +520,7 @@ class EngineClient:
             self.vision_tokens = tuple(message.vision_tokens)
             self.image_fit = image_fit(self.graph.model_dir) if self.graph.accepts_images else None
             self.tools = ToolFormat.of(self.graph, message)
+            self.embedding_size = message.embedding_size
             self.state = "ready"
             self._metrics.load_time(message.load_seconds)
             self._ever_ready = True
@@ -512,12 +550,14 @@ class EngineClient:
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id
-        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized):
+        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked):
             future = self._pending.get(request_id)
             if future is None or future.done():
                 return
             if not isinstance(event, Rejected):
                 future.set_result(event)
+            elif event.code == "engine_error":
+                future.set_exception(EngineFailure(event.message))
             else:
                 error = ContextLengthExceeded if event.code == "context_length_exceeded" else InvalidRequest
                 future.set_exception(error(event.message, param=event.param, code=event.code))
@@ -594,6 +634,10 @@ class EngineClient:
         await asyncio.sleep(delay)
         if self.state == "restarting":
             self.start()
+
+
+def _describe(task: Task) -> str:
+    return {"generate": "a generative", "embed": "an embedding", "rerank": "a rerank"}[task]
 
 
 def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:

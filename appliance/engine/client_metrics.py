@@ -66,6 +66,15 @@ class ClientMetrics:
         if self._metrics:
             self._metrics.model_load_seconds.labels(self._model).observe(seconds)
 
+    def retrieved(self, seconds: float, inputs: int, tokens: int) -> None:
+        """An embeddings or rerank request answered: its latency, texts and tokens."""
+        if self._metrics:
+            model = self._model
+            self._metrics.requests.labels(model, "stop").inc()
+            self._metrics.prompt_tokens.labels(model).inc(tokens)
+            self._metrics.retrieval_inputs.labels(model).inc(inputs)
+            self._metrics.e2e_latency.labels(model).observe(seconds)
+
     def cancelled(self, stream: RequestStream) -> None:
         stream.finish_reason = "cancelled"
         if self._metrics:

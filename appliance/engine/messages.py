@@ -1,8 +1,9 @@
 """The channel between the server process and an engine process: msgspec-encoded messages.
 
-Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Shutdown`. Engine -> parent:
-`Ready` or `LoadFailed` once, then `Batch`es of per-request events (`Accepted`, `Rejected`,
-`Delta`, `Finished`, `Tokenized`, `Detokenized`) and engine `Stats`. Each message is one
+Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Shutdown`.
+Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of per-request events (`Accepted`,
+`Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`, `Embedded`, `Reranked`) and engine
+`Stats`. Each message is one
 `send_bytes` frame, except a Submit with images, whose pixels follow in raw frames
 (`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
 one `Finished` per sequence, told apart by `index`.
@@ -22,12 +23,16 @@ __all__ = [
     "Delta",
     "Detokenize",
     "Detokenized",
+    "Embed",
+    "Embedded",
     "EngineEvent",
     "Finished",
     "ImageData",
     "LoadFailed",
     "Ready",
     "Rejected",
+    "Rerank",
+    "Reranked",
     "SamplingParams",
     "Shutdown",
     "Stats",
@@ -152,7 +157,24 @@ class Detokenize(msgspec.Struct, frozen=True, tag="detokenize"):
     tokens: list[int]
 
 
-ToEngine = Submit | Cancel | Tokenize | Detokenize | Shutdown
+class Embed(msgspec.Struct, frozen=True, tag="embed"):
+    """Embed texts (embedding graphs); token-id inputs are decoded to text by the engine."""
+
+    request_id: int
+    texts: list[str | list[int]]
+    query: bool = False
+    """Put the model's query instruction before each text (else its document instruction)."""
+
+
+class Rerank(msgspec.Struct, frozen=True, tag="rerank"):
+    """Score each document's relevance to the query (rerank graphs)."""
+
+    request_id: int
+    query: str
+    documents: list[str]
+
+
+ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Shutdown
 
 
 class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
@@ -221,7 +243,22 @@ class Detokenized(msgspec.Struct, frozen=True, tag="detokenized"):
     text: str
 
 
-EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized
+class Embedded(msgspec.Struct, frozen=True, tag="embedded"):
+    request_id: int
+    vectors: bytes
+    """float32 little-endian, one vector of `size` values per text, in order."""
+    size: int
+    prompt_tokens: int
+
+
+class Reranked(msgspec.Struct, frozen=True, tag="reranked"):
+    request_id: int
+    scores: list[float]
+    """One per document, in the documents' order."""
+    prompt_tokens: int
+
+
+EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked
 
 
 class Batch(msgspec.Struct, frozen=True, tag="batch"):
@@ -241,6 +278,8 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
     """The chat template reads assistant messages' `tool_calls` (else the service writes them as text)."""
     template_tool_parser: str = ""
     """The call format the chat template teaches, when recognised (hermes, mistral, llama3_json)."""
+    embedding_size: int = 0
+    """Embedding graphs: the length of the model's vectors."""
 
 
 class LoadFailed(msgspec.Struct, frozen=True, tag="load_failed"):

@@ -6,7 +6,8 @@ Commands arrive on a pipe (read by a thread, so the loop never blocks on it whil
 events go back in `Batch` frames.
 
 Continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`, as an add_request/step loop with
-one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`.
+one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`;
+embedding and rerank graphs in `retrieval.py`, texts of many requests batched into each call.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from appliance.logs import LogFormat, configure_logging
 
 if TYPE_CHECKING:
     from appliance.engine.base import Engine
+    from appliance.engine.retrieval import RetrievalEngine
 
 __all__ = ["main"]
 
@@ -42,31 +44,21 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     started = time.monotonic()
     try:
-        # Imported here, in the engine process: they load OpenVINO GenAI, which the server process
-        # (where `EngineClient` names this function as the spawn target) never needs.
-        from appliance.engine.batching import BatchingEngine
-        from appliance.engine.stateful import StatefulEngine
+        if graph.retrieval is not None:
+            from appliance.engine.retrieval import RetrievalEngine
 
-        engine: Engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
+            engine: Engine | RetrievalEngine = RetrievalEngine(graph)
+        else:
+            # Imported here, in the engine process: they load OpenVINO GenAI, which the server
+            # process (where `EngineClient` names this function as the spawn target) never needs.
+            from appliance.engine.batching import BatchingEngine
+            from appliance.engine.stateful import StatefulEngine
+
+            engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
     except Exception as exc:  # any load failure is reported, the process then exits
         conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
         return
-    vision = engine.requests.vision
-    vision_tokens = vision.native_tokens if vision is not None else []
-    tools = template_tools(engine.tokenizer.chat_template or "")
-    conn.send_bytes(
-        encoder.encode(
-            Ready(
-                max_context=engine.max_context,
-                load_seconds=time.monotonic() - started,
-                vision_tokens=vision_tokens,
-                gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
-                template_renders_tools=tools.renders_tools,
-                template_renders_tool_calls=tools.renders_tool_calls,
-                template_tool_parser=tools.tool_parser or "",
-            )
-        )
-    )
+    conn.send_bytes(encoder.encode(_ready(graph, engine, time.monotonic() - started)))
     inbox = Inbox()
     threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
     try:
@@ -76,6 +68,22 @@ def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = 
         # traceback on stderr; the server sees the exit code and restarts the engine.
         log.exception("engine %s: stopped by an error", graph.name)
         raise SystemExit(1) from None
+
+
+def _ready(graph: Graph, engine: Engine | RetrievalEngine, load_seconds: float) -> Ready:
+    if graph.retrieval is not None:
+        return Ready(max_context=engine.max_context, load_seconds=load_seconds, embedding_size=engine.embedding_size)
+    vision = engine.requests.vision
+    tools = template_tools(engine.tokenizer.chat_template or "")
+    return Ready(
+        max_context=engine.max_context,
+        load_seconds=load_seconds,
+        vision_tokens=vision.native_tokens if vision is not None else [],
+        gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
+        template_renders_tools=tools.renders_tools,
+        template_renders_tool_calls=tools.renders_tool_calls,
+        template_tool_parser=tools.tool_parser or "",
+    )
 
 
 def _read_commands(conn: Connection, inbox: Inbox) -> None:

@@ -80,7 +80,9 @@ def check_model(graph: Graph) -> None:
 def _check_model_folder(graph: Graph) -> None:
     model_ir = graph.model_dir / "openvino_model.xml"
     vlm_ir = graph.model_dir / "openvino_language_model.xml"
-    missing = [name for name in REQUIRED_FILES if not (graph.model_dir / name).is_file()]
+    # Embedding and rerank pipelines only tokenize: no detokenizer is needed.
+    required = REQUIRED_FILES[:1] if graph.retrieval is not None else REQUIRED_FILES
+    missing = [name for name in required if not (graph.model_dir / name).is_file()]
     if not model_ir.is_file() and not vlm_ir.is_file():
         missing.insert(0, "openvino_model.xml")
     if missing:

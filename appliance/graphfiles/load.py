@@ -16,8 +16,10 @@ from appliance.errors import ConfigError, validation_path
 from appliance.graphfiles.cpu_properties import check_cpu_properties
 from appliance.graphfiles.schema import (
     GGUF_SUFFIX,
+    RETRIEVAL_KINDS,
     STATEFUL_PROPERTIES,
     Graph,
+    RetrievalSettings,
     SchedulerOverrides,
     SchedulerSettings,
     is_npu,
@@ -58,7 +60,40 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     _check_gguf(path, graph)
     _check_stateful(path, graph)
     _check_plugin_config(path, graph)
+    _check_retrieval(path, graph)
     return graph
+
+
+def _check_retrieval(path: Path, graph: Graph) -> None:
+    if graph.pipeline_kind not in RETRIEVAL_KINDS:
+        if graph.embedding != RetrievalSettings():
+            raise ConfigError(
+                f"{path}: `[embedding]` applies to embedding and rerank graphs only (`pipeline` TEXT_EMBEDDING or TEXT_RERANK)"
+            )
+        return
+    if graph.gguf:
+        raise ConfigError(
+            f"{path}: `pipeline` is {graph.pipeline_kind} but {graph.model_dir} is a GGUF file: OpenVINO GenAI "
+            "reads embedding and rerank models from an OpenVINO IR folder (see `appliance export`)"
+        )
+    generation_only = [
+        key
+        for key, value, default in (
+            ("scheduler", graph.scheduler, SchedulerSettings()),
+            ("draft_model_path", graph.draft_model_path, None),
+            ("prompt_lookup", graph.prompt_lookup, False),
+            ("tool_parser", graph.tool_parser, None),
+            ("reasoning_parser", graph.reasoning_parser, None),
+        )
+        if value != default
+    ]
+    if generation_only:
+        raise ConfigError(
+            f"{path}: `{generation_only[0]}` applies to generative graphs; this one is {graph.pipeline_kind}"
+        )
+    retrieval = graph.retrieval
+    if retrieval is not None and graph.pipeline_kind == "TEXT_RERANK" and graph.embedding.dimensions:
+        raise ConfigError(f"{path}: `embedding.dimensions` applies to embedding graphs (a reranker gives scores)")
 
 
 def _check_model_path(path: Path, graph: Graph) -> None:

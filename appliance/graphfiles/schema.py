@@ -13,12 +13,16 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
+
 __all__ = [
     "GGUF_SUFFIX",
     "STATEFUL_PROPERTIES",
     "GenerationDefaults",
     "Graph",
     "Limits",
+    "RETRIEVAL_KINDS",
+    "RetrievalSettings",
     "SchedulerSettings",
     "SchedulerOverrides",
     "SpeculativeSettings",
@@ -40,6 +44,9 @@ DEFAULT_MAX_PROMPT_LEN = 1024
 DEFAULT_MIN_RESPONSE_LEN = 128
 STATEFUL_PROPERTIES = ("MAX_PROMPT_LEN", "MIN_RESPONSE_LEN")
 """plugin_config keys read by the stateful pipeline itself, not by a device plugin."""
+RETRIEVAL_KINDS = ("TEXT_EMBEDDING", "TEXT_RERANK")
+"""Pipelines that turn text into vectors or scores: nothing is generated."""
+PipelineKind = Literal["LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK"]
 
 
 class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -134,6 +141,17 @@ class Limits(_Config):
     new grammar inside its step, so every stream of the model waits for it (2-6 ms per class for a
     49k-token vocabulary on 2 cores, in proportion to the vocabulary's size; each distinct grammar
     is compiled once)."""
+    max_inputs_per_request: PositiveInt = 2048
+    """Embedding and rerank graphs: texts one request may carry (`input` items of an embeddings
+    request, `documents` of a rerank request; OpenAI's own limit is 2048)."""
+    max_request_tokens: PositiveInt = 300_000
+    """Embedding and rerank graphs: tokens of one request's texts together, counted by the
+    engine's tokenizer before any text is embedded (OpenAI's own limit is 300,000). The engine
+    embeds about 10,000 tokens a second on 2 CPU cores (all-MiniLM-L6-v2), so this is a request of
+    about 30 s there, while the requests behind it wait."""
+    truncate_inputs: bool = False
+    """Embedding and rerank graphs: a text longer than the model's `max_length` tokens is cut to
+    it (true) or refused with 400 `context_length_exceeded` naming it (false, as OpenAI does)."""
     max_parallel_tool_calls: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
     """Tool calls one answer may hold when its output is constrained to calls (tool_choice
     "required", or "auto" with a response format) and parallel calls are allowed; a named
@@ -182,11 +200,14 @@ class Graph(_Config, dict=True):
     """Folder with the OpenVINO IR, or a `.gguf` file (text models), relative to the graph file's
     directory unless absolute."""
     device: str = "CPU"
-    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM"] = "AUTO"
+    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK"] = "AUTO"
     """LM_CB: text model; VLM_CB: vision-language model (images in chat); both run continuous
     batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
-    GPU it trades throughput for a smaller footprint). AUTO: VLM when the model folder holds a
-    vision encoder, else LM (always LM for a GGUF file); continuous batching except on NPU."""
+    GPU it trades throughput for a smaller footprint). TEXT_EMBEDDING: an embedding model
+    (`/v1/embeddings`); TEXT_RERANK: a cross-encoder (`/v1/rerank`). AUTO: TEXT_EMBEDDING when the
+    folder holds sentence-transformers' `modules.json`, TEXT_RERANK for a `*ForSequenceClassification`
+    model, VLM when it holds a vision encoder, else LM (always LM for a GGUF file); continuous
+    batching except on NPU."""
     description: str = ""
     aliases: tuple[ModelName, ...] = ()
     """Other names requests may use for this model, e.g. the placeholder a client sends when it
@@ -207,6 +228,7 @@ class Graph(_Config, dict=True):
     scheduler: SchedulerSettings = SchedulerSettings()
     defaults: GenerationDefaults = GenerationDefaults()
     limits: Limits = Limits()
+    embedding: RetrievalSettings = RetrievalSettings()
     draft_model_path: str | None = None
     """Speculative decoding: folder of a draft model exported with the same tokenizer (relative to
     the graph file's directory unless absolute)."""
@@ -248,16 +270,31 @@ class Graph(_Config, dict=True):
         gguf = model_dir.suffix == GGUF_SUFFIX
         self.__dict__["_gguf"] = gguf
         kind = self.pipeline
+        if kind == "AUTO" and not gguf:
+            kind = retrieval_kind(model_dir) or kind
         if kind == "AUTO":
             kind = "VLM" if not gguf and (model_dir / VISION_ENCODER_IR).is_file() else "LM"
             # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
             kind = kind if is_npu(self.device) else f"{kind}_CB"
         self.__dict__["_pipeline_kind"] = kind
+        retrieval = resolve(self.embedding, model_dir) if kind in RETRIEVAL_KINDS else None
+        self.__dict__["_retrieval"] = retrieval
 
     @property
-    def pipeline_kind(self) -> Literal["LM_CB", "VLM_CB", "LM", "VLM"]:
+    def pipeline_kind(self) -> PipelineKind:
         """The pipeline actually served (AUTO resolved by the model folder and the device)."""
         return self.__dict__["_pipeline_kind"]
+
+    @property
+    def task(self) -> Literal["generate", "embed", "rerank"]:
+        """What requests the model serves: generation (chat, completions...), embeddings, rerank."""
+        return {"TEXT_EMBEDDING": "embed", "TEXT_RERANK": "rerank"}.get(self.pipeline_kind, "generate")
+
+    @property
+    def retrieval(self) -> RetrievalConfig | None:
+        """Embedding and rerank graphs: `[embedding]` with what it leaves out taken from the model's
+        own files (None for generative graphs)."""
+        return self.__dict__["_retrieval"]
 
     @property
     def stateful(self) -> bool:

@@ -13,7 +13,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     """Add `bench` to the parser."""
     parser = subcommands.add_parser(
         "bench",
-        help="benchmark a served graph against its raw OpenVINO GenAI pipeline and other servers",
+        help="benchmark a served graph against its raw OpenVINO GenAI pipeline and other servers "
+        "(an embedding graph: inputs and tokens per second, served against the raw pipeline)",
         description="Drive an OpenAI-compatible server with streamed, fixed-length requests at each "
         "concurrency level (or open-loop arrival rate), then any peer servers with the same workload, "
         "then the graph's own pipeline in process (no HTTP), and report throughput, goodput, TTFT, "
@@ -118,11 +119,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--repeat {args.repeat}: at least one round")
     if args.no_appliance and args.url:
         raise ValueError("--no-appliance and --url: the server at --url is the appliance's turn")
+    from appliance.graphfiles import load_graph
     from appliance.tools.bench.metrics import Slo
     from appliance.tools.bench.peers import parse_peers
     from appliance.tools.bench.plot import write_plot
     from appliance.tools.bench.runner import BenchOptions, run_bench
 
+    if load_graph(args.graph).task == "embed":
+        return _run_embeddings(args, levels)
     peers = parse_peers(args.peer, args.peer_command, args.peer_url, args.peer_model)
 
     options = BenchOptions(
@@ -154,6 +158,31 @@ def run(args: argparse.Namespace) -> int:
         report.write_json(args.json)
     if args.plot:
         write_plot(report, args.plot)
+    return 0
+
+
+def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
+    """An embedding graph: inputs and tokens per second served against the raw pipeline."""
+    from contextlib import nullcontext
+
+    from appliance.graphfiles import load_graph
+    from appliance.tools.bench.embeddings import run_embedding_bench, table
+    from appliance.tools.bench.local_server import LocalServer
+
+    graph = load_graph(args.graph)
+    with nullcontext(args.url) if args.url else LocalServer(graph) as url:
+        results = run_embedding_bench(
+            graph,
+            url,
+            levels,
+            requests=args.requests,
+            prompt_tokens=args.prompt_tokens,
+            seed=args.seed,
+            raw=not args.no_raw,
+            model=args.model,
+            api_key=args.api_key,
+        )
+    print(table(results))
     return 0
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import packaged, store
 from .export import build_model, key_files  # light at import: torch & co. load inside its functions
 from .graph import write_graph
-from .recipes import DemoRecipe, PackagedGGUFSpec, get_recipe
+from .recipes import DemoRecipe, PackagedEncoderSpec, PackagedGGUFSpec, get_recipe
 
 DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol")
 
@@ -45,7 +45,9 @@ def build_demo(
     plan = [(r, force and r.name in requested_names) for r in _with_dependencies(requested) if r.model is not None]
     # A missing package is said at once, not after minutes of building the other demos.
     for recipe, rebuild in plan:
-        if isinstance(recipe.model, PackagedGGUFSpec) and (rebuild or not _is_current(recipe, models_dir)):
+        if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec) and (
+            rebuild or not _is_current(recipe, models_dir)
+        ):
             packaged.locate(recipe.name, recipe.model)
     for recipe, rebuild in plan:
         _ensure_model(recipe, models_dir, force=rebuild, log=log)

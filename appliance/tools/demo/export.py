@@ -19,7 +19,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .recipes import CausalLMSpec, DemoRecipe, ModelSpec, PackagedGGUFSpec, QwenVLSpec, TokenizerSpec
+from . import packaged
+from .recipes import (
+    CausalLMSpec,
+    DemoRecipe,
+    ModelSpec,
+    PackagedEncoderSpec,
+    PackagedGGUFSpec,
+    QwenVLSpec,
+    TokenizerSpec,
+)
 
 Log = Callable[[str], None]
 
@@ -58,6 +67,24 @@ VLM_FILES = (
     "tokenizer_config.json",
 )
 
+# Files a served embedding or rerank model directory must hold (optimum-intel's feature-extraction /
+# text-classification layout).
+ENCODER_FILES = (
+    "openvino_model.xml",
+    "openvino_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_tokenizer.bin",
+    "config.json",
+)
+# sentence-transformers' own description of the model (pooling, normalization, length, prompts):
+# the graph's defaults are read from them (`graphfiles.retrieval`), so they travel with the IR.
+SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+)
+
 # Warning categories the export always emits and that say nothing about our models: torch.jit
 # tracing notes (TracerWarning, a subclass of Warning by name only), deprecations inside torch and
 # transformers, optimum's implicitly cleaned temporary directories. Anything else is logged.
@@ -72,6 +99,8 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
         return CAUSAL_LM_FILES
     if isinstance(model, QwenVLSpec):
         return VLM_FILES
+    if isinstance(model, PackagedEncoderSpec):
+        return ENCODER_FILES
     raise TypeError(f"no builder for {type(model).__name__}")
 
 
@@ -80,6 +109,10 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
 
     `scratch_dir` receives the intermediate Hugging Face checkpoint; the caller deletes it.
     """
+    if isinstance(recipe.model, PackagedEncoderSpec):
+        with _quiet_libraries(recipe.name, log) as log:
+            _build_encoder(recipe.name, recipe.model, out_dir, scratch_dir, log)
+        return
     if recipe.model is None or recipe.tokenizer is None:
         raise ValueError(f"{recipe.name}: recipe has no model to build")
     with _quiet_libraries(recipe.name, log) as log:
@@ -128,6 +161,61 @@ def _build_qwen_vl(
     log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
     export_vlm(hf_dir, out_dir, image_processor)
     _verify_vlm(name, out_dir, spec)
+
+
+def _build_encoder(name: str, spec: PackagedEncoderSpec, out_dir: Path, scratch_dir: Path, log: Log) -> None:
+    """Export a packaged sentence-transformers model (or a random cross-encoder on its tokenizer)."""
+    import shutil
+
+    from optimum.exporters.openvino.convert import export_tokenizer
+    from optimum.intel import OVModelForFeatureExtraction, OVModelForSequenceClassification
+    from transformers import AutoTokenizer
+
+    source = packaged.locate(name, spec).parent
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if spec.random_layers:
+        source = scratch_dir / "hf"
+        model = make_cross_encoder(spec, tokenizer)
+        log(f"{name}: random {type(model).__name__}, {spec.random_layers} layers (seed {spec.seed})")
+        model.save_pretrained(source)
+        tokenizer.save_pretrained(source)
+    log(f"{name}: exporting {source} to OpenVINO IR ({spec.task})")
+    model_cls = OVModelForFeatureExtraction if spec.task == "feature-extraction" else OVModelForSequenceClassification
+    ov_model = model_cls.from_pretrained(source, export=True, compile=False)
+    try:
+        ov_model.save_pretrained(out_dir)
+    finally:
+        _drop_export_tempdir(ov_model)
+    tokenizer.save_pretrained(out_dir)
+    export_tokenizer(tokenizer, out_dir, task=spec.task)
+    for file in SENTENCE_TRANSFORMERS_FILES:
+        if (source / file).is_file():
+            (out_dir / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / file, out_dir / file)
+    missing = [f for f in ENCODER_FILES if not (out_dir / f).is_file()]
+    if missing:
+        raise RuntimeError(f"{name}: export did not write {', '.join(missing)}")
+
+
+def make_cross_encoder(spec: PackagedEncoderSpec, tokenizer: Any) -> Any:
+    """A randomly initialised BERT cross-encoder (one relevance logit) matching `tokenizer`."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.random_layers,
+        num_attention_heads=4,
+        intermediate_size=spec.hidden_size * 2,
+        max_position_embeddings=512,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = BertForSequenceClassification(config)
+    return model.eval()
 
 
 # --- tokenizer ----------------------------------------------------------------------------------

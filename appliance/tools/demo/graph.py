@@ -52,18 +52,23 @@ def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
         f"device = {val(g.device)}",
         f"pipeline = {val(g.pipeline)}",
         *(f"{key} = {val(value)}" for key, value in g.extra.items()),
-        "",
-        "[scheduler]",
-        f"{'cache_size = ' + val(g.cache_size):<26}# GB of KV cache",
-        f"max_num_seqs = {val(g.max_num_seqs)}",
-        f"max_num_batched_tokens = {val(g.max_num_batched_tokens)}",
-        f"dynamic_split_fuse = {val(g.dynamic_split_fuse)}",
-        f"enable_prefix_caching = {val(g.enable_prefix_caching)}",
-        "",
-        "[limits]",
-        f"max_tokens_limit = {val(g.max_tokens_limit)}",
-        *(f"{key} = {val(value)}" for key, value in g.limits.items()),
     ]
+    if g.scheduled:
+        lines += [
+            "",
+            "[scheduler]",
+            f"{'cache_size = ' + val(g.cache_size):<26}# GB of KV cache",
+            f"max_num_seqs = {val(g.max_num_seqs)}",
+            f"max_num_batched_tokens = {val(g.max_num_batched_tokens)}",
+            f"dynamic_split_fuse = {val(g.dynamic_split_fuse)}",
+            f"enable_prefix_caching = {val(g.enable_prefix_caching)}",
+            "",
+            "[limits]",
+            f"max_tokens_limit = {val(g.max_tokens_limit)}",
+        ]
+    elif g.limits:
+        lines += ["", "[limits]"]
+    lines += [f"{key} = {val(value)}" for key, value in g.limits.items()]
     if g.plugin_config:
         lines += ["", "[plugin_config]", *(f"{key} = {val(value)}" for key, value in g.plugin_config.items())]
     return "\n".join(lines) + "\n"

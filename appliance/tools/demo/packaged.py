@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .recipes import PackagedGGUFSpec
+from .recipes import PackagedEncoderSpec, PackagedGGUFSpec
 
 __all__ = ["MissingPackageError", "install", "locate"]
 
@@ -26,7 +26,7 @@ class MissingPackageError(ValueError):
     """The package holding a demo's model file is not installed (or holds another file)."""
 
 
-def locate(name: str, spec: PackagedGGUFSpec) -> Path:
+def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec) -> Path:
     """The model file of demo `name` inside the installed package; MissingPackageError otherwise,
     saying how to install the package."""
     try:

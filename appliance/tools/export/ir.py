@@ -27,6 +27,16 @@ WEIGHT_FORMATS = ("int4", "int8", "fp16", "fp32")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A served model name (and folder name)."""
 _REQUIRED = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
+RETRIEVAL_TASKS = {"feature-extraction": "TEXT_EMBEDDING", "text-classification": "TEXT_RERANK"}
+"""optimum tasks exported as embedding and rerank models, and the graph kind each is served as."""
+# sentence-transformers' description of the model (pooling, normalization, length, prompts): the
+# graph's defaults come from them (`graphfiles.retrieval`), so they are copied beside the IR.
+_SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+)
 
 
 class ExportError(Exception):
@@ -66,12 +76,16 @@ def export_model(
     staging = models_dir / f".{name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     started = time.monotonic()
+    task = task or _infer_local_task(Path(source))
+    retrieval = RETRIEVAL_TASKS.get(task or "")
     try:
         log(f"[1/3] exporting {source} with optimum-intel ({weight_format} weights) ...")
         _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log, npu=is_npu(device), env=hub_env)
+        if retrieval is not None:
+            _copy_sentence_transformers_files(Path(source), staging)
         log("[2/3] checking the exported model ...")
         # Checked on the CPU, which every box has; the graph still names the device asked for.
-        log(f"      {check_model(staging, 'CPU')}")
+        log(f"      {check_retrieval_model(staging, retrieval) if retrieval else check_model(staging, 'CPU')}")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     finally:
@@ -79,7 +93,9 @@ def export_model(
     log(f"[3/3] writing {graph_path}")
     graphs_dir.mkdir(parents=True, exist_ok=True)
     graph_path.write_text(
-        render_graph(name, source, target, graphs_dir, device, weight_format, max_prompt_len=max_prompt_len),
+        render_graph(
+            name, source, target, graphs_dir, device, weight_format, max_prompt_len=max_prompt_len, pipeline=retrieval
+        ),
         encoding="utf-8",
     )
     log(f"done in {time.monotonic() - started:.0f} s: serve it with `appliance serve --graphs {graphs_dir}`")
@@ -111,9 +127,12 @@ def _run_optimum_cli(
     if npu and weight_format == "int4":
         # NPU runs symmetric int4 weights, every layer compressed (OpenVINO's "GenAI on NPU" guide).
         command += ["--sym", "--ratio", "1.0", "--group-size", "128"]
-    task = task or _infer_local_task(Path(source))
     if task:
         command += ["--task", task]
+    if task in RETRIEVAL_TASKS:
+        # The transformers model, not sentence-transformers' (which folds pooling into the IR):
+        # OpenVINO GenAI's pipelines pool and normalize themselves, as the graph says.
+        command += ["--library", "transformers"]
     if trust_remote_code:
         command.append("--trust-remote-code")
     command.append(str(out))
@@ -143,9 +162,34 @@ def _infer_local_task(folder: Path) -> str | None:
         return None  # a hub id, or a folder optimum will report on
     if "vision_config" in config:
         return "image-text-to-text"
-    if any(arch.endswith("ForCausalLM") for arch in config.get("architectures", [])):
+    architectures = config.get("architectures") or []
+    if any(arch.endswith("ForCausalLM") for arch in architectures):
         return "text-generation-with-past"
+    if (folder / "modules.json").is_file():
+        return "feature-extraction"
+    if any(arch.endswith("ForSequenceClassification") for arch in architectures):
+        return "text-classification"
     return None
+
+
+def _copy_sentence_transformers_files(source: Path, out: Path) -> None:
+    for file in _SENTENCE_TRANSFORMERS_FILES:
+        if (source / file).is_file():
+            (out / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / file, out / file)
+
+
+def check_retrieval_model(model_dir: Path, pipeline: str) -> str:
+    """The folder has the model and tokenizer IRs, and embeds (or scores) a text."""
+    from appliance.tools.export.probe import probe_retrieval_model
+
+    missing = [f for f in ("openvino_model.xml", "openvino_tokenizer.xml") if not (model_dir / f).is_file()]
+    if missing:
+        raise ExportError(f"{model_dir}: the export wrote no {', '.join(missing)}")
+    try:
+        return probe_retrieval_model(model_dir, pipeline)
+    except RuntimeError as exc:
+        raise ExportError(str(exc)) from exc
 
 
 def check_model(model_dir: Path, device: str = "CPU") -> str:
@@ -184,12 +228,20 @@ def render_graph(
     *,
     max_prompt_len: int = DEFAULT_MAX_PROMPT_LEN,
     comment: str = "",
+    pipeline: str | None = None,
 ) -> str:
-    """The graph file's text; `comment` replaces its first line (what it was exported from)."""
+    """The graph file's text; `comment` replaces its first line (what it was exported from);
+    `pipeline`: TEXT_EMBEDDING or TEXT_RERANK for an embedding or rerank model."""
     model_path = Path(os.path.relpath(model_dir.resolve(), graphs_dir.resolve())).as_posix()
     head = (
         comment or f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
     ) + f'name = "{name}"\nmodel_path = "{model_path}"\ndevice = "{device}"\n'
+    if pipeline is not None:
+        return head + (
+            f'pipeline = "{pipeline}"\n'
+            "# Pooling, normalization, instructions and max_length come from the model's own files;\n"
+            "# override them in an [embedding] section (docs/models.md).\n"
+        )
     if is_npu(device):
         return head + (
             "# NPU runs the stateful pipeline: one request at a time (docs/npu.md).\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["is_vlm_folder", "probe_model"]
+__all__ = ["is_vlm_folder", "probe_model", "probe_retrieval_model"]
 
 
 def is_vlm_folder(model_dir: Path) -> bool:
@@ -32,3 +32,17 @@ def probe_model(model_dir: Path, device: str = "CPU") -> str:
         raise RuntimeError(f"{model_dir} does not load or generate in OpenVINO GenAI: {exc}") from exc
     kind = "VLMPipeline" if is_vlm_folder(model_dir) else "LLMPipeline"
     return f"{kind} on {device}: chat template renders, generation runs"
+
+
+def probe_retrieval_model(model_dir: Path, pipeline: str) -> str:
+    """Load an embedding (TEXT_EMBEDDING) or rerank (TEXT_RERANK) model and run it on one text."""
+    import openvino_genai
+
+    try:
+        if pipeline == "TEXT_EMBEDDING":
+            vector = openvino_genai.TextEmbeddingPipeline(str(model_dir), "CPU").embed_query("Hello")
+            return f"TextEmbeddingPipeline on CPU: {len(vector)} dimensions"
+        openvino_genai.TextRerankPipeline(str(model_dir), "CPU").rerank("Hello", ["Hello", "Goodbye"])
+        return "TextRerankPipeline on CPU: scores two documents"
+    except Exception as exc:  # the library raises plain RuntimeErrors with useful text
+        raise RuntimeError(f"{model_dir} does not load or run in OpenVINO GenAI: {exc}") from exc

@@ -1,0 +1,253 @@
+"""The engine of embedding and rerank graphs: texts in, vectors or scores out, batched across requests.
+
+Each `Embed` is tokenized when it arrives (its counts checked against the model's `max_length` and
+the request's token limit before any text is embedded), and its texts join one queue. Each turn of
+the loop embeds the texts at the head of the queue, from as many requests as fit in
+`max_batch_tokens`, in one `TextEmbeddingPipeline.embed_documents` call (dynamic batching): the
+pipeline has no add_request/step interface, so requests cannot join a call already running, but
+every call takes all that waits. Bounding a call's tokens bounds how long a request that arrives
+behind a large one waits, and how long the engine is silent (the watchdog judges hangs by that).
+
+A `Rerank` scores its documents against its query in calls of at most `max_batch_tokens` too
+(`TextRerankPipeline.rerank` takes one query per call, so rerank requests are not merged).
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+import numpy as np
+import openvino_genai
+
+from appliance.engine.base import STATS_INTERVAL_S
+from appliance.engine.inbox import Inbox
+from appliance.engine.messages import (
+    Batch,
+    Cancel,
+    Embed,
+    Embedded,
+    EngineEvent,
+    Rejected,
+    Rerank,
+    Reranked,
+    Shutdown,
+    Stats,
+    encoder,
+)
+from appliance.engine.preparer import reason
+from appliance.graphfiles import Graph
+
+__all__ = ["RetrievalEngine"]
+
+_POOLING = {
+    "cls": openvino_genai.TextEmbeddingPipeline.PoolingType.CLS,
+    "mean": openvino_genai.TextEmbeddingPipeline.PoolingType.MEAN,
+    "last_token": openvino_genai.TextEmbeddingPipeline.PoolingType.LAST_TOKEN,
+}
+_COUNT_CHUNK = 32
+"""Texts tokenized together when counting (the tokenizer pads a call's texts to its longest)."""
+
+
+@dataclass
+class _Work:
+    """One embeddings or rerank request: its texts, their token counts, results so far."""
+
+    request_id: int
+    texts: list[str]
+    tokens: list[int]
+    query: str = ""
+    done: int = 0
+    results: list = field(default_factory=list)
+    cancelled: bool = False
+
+
+class RetrievalEngine:
+    """One embedding or rerank model serving the server's commands."""
+
+    def __init__(self, graph: Graph) -> None:
+        config = graph.retrieval
+        assert config is not None, "a generative graph has no retrieval engine"
+        self.graph, self.config = graph, config
+        self.embeds = graph.task == "embed"
+        model = str(graph.model_dir)
+        self.tokenizer = openvino_genai.Tokenizer(model)
+        self.vocab_size = len(self.tokenizer.get_vocab_vector())
+        # Instructions are put before the texts here, not by the pipeline: queries and documents
+        # of different requests then share one embed_documents call.
+        if self.embeds:
+            settings = openvino_genai.TextEmbeddingPipeline.Config()
+            settings.pooling_type = _POOLING[config.pooling]
+            settings.normalize = config.normalize
+            settings.max_length = config.max_length
+            self.pipe = openvino_genai.TextEmbeddingPipeline(model, graph.device, settings, **graph.plugin_config)
+            self.embedding_size = len(self.pipe.embed_documents(["warm-up"])[0])
+        else:
+            settings = openvino_genai.TextRerankPipeline.Config()
+            settings.max_length = config.max_length
+            settings.top_n = graph.limits.max_inputs_per_request
+            self.pipe = openvino_genai.TextRerankPipeline(model, graph.device, settings, **graph.plugin_config)
+            self.embedding_size = 0
+        self.max_context = config.max_length
+        self._works: dict[int, _Work] = {}
+        self._queue: collections.deque[tuple[_Work, int]] = collections.deque()
+        self._calls = 0
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self, conn: Connection, inbox: Inbox) -> None:
+        last_stats = 0.0
+        while True:
+            events: list[EngineEvent] = []
+            try:
+                command = inbox.get(timeout=STATS_INTERVAL_S) if not self._works else inbox.get_nowait()
+                while True:
+                    if isinstance(command, Shutdown):
+                        return
+                    self._handle(command, events)
+                    command = inbox.get_nowait()
+            except queue.Empty:
+                pass
+            if self._works:
+                self._call(events)
+            if events:
+                conn.send_bytes(encoder.encode(Batch(events=events)))
+            now = time.monotonic()
+            if now - last_stats >= STATS_INTERVAL_S or events:
+                last_stats = now
+                waiting = sum(1 for work in self._works.values() if work.done == 0)
+                stats = Stats(running=len(self._works), kv_cache_usage=0.0, steps=self._calls, waiting=waiting)
+                conn.send_bytes(encoder.encode(stats))
+
+    def _handle(self, command: object, events: list[EngineEvent]) -> None:
+        if isinstance(command, Cancel):
+            work = self._works.pop(command.request_id, None)
+            if work is not None:
+                work.cancelled = True
+        elif isinstance(command, Embed | Rerank):
+            work = self._prepare(command)
+            if isinstance(work, Rejected):
+                events.append(work)
+            else:
+                self._works[work.request_id] = work
+                self._queue.extend((work, index) for index in range(len(work.texts)))
+        # Submit, Tokenize and Detokenize never reach here: the server refuses them for this graph.
+
+    # -- preparing a request ----------------------------------------------------------------
+
+    def _prepare(self, command: Embed | Rerank) -> _Work | Rejected:
+        request_id = command.request_id
+        config, limits = self.config, self.graph.limits
+        if isinstance(command, Embed):
+            field_name = "input"
+            texts = []
+            for index, text in enumerate(command.texts):
+                if isinstance(text, list):
+                    unknown = next((token for token in text if not 0 <= token < self.vocab_size), None)
+                    if unknown is not None:
+                        message = f"Token id {unknown} is not in this model's vocabulary ({self.vocab_size} tokens)."
+                        return _rejected(request_id, message, "invalid_value", f"input[{index}]")
+                    text = self.tokenizer.decode(text, skip_special_tokens=True)
+                texts.append(text)
+            prefix = config.query_instruction if command.query else config.document_instruction
+            texts = [prefix + text for text in texts]
+            extra = 0
+            query = ""
+        else:
+            field_name = "documents"
+            texts = [config.document_instruction + text for text in command.documents]
+            query = config.query_instruction + command.query
+            extra = self._count([query])[0]
+        tokens = [extra + count for count in self._count(texts)]
+        if not limits.truncate_inputs:
+            for index, count in enumerate(tokens):
+                if count > config.max_length:
+                    what = f"{field_name}[{index}]" if len(tokens) > 1 or field_name == "documents" else field_name
+                    message = (
+                        f"This model's maximum context length is {config.max_length} tokens, however {what} has "
+                        f"{count} tokens{' with the query' if extra else ''}. Shorten it, or ask the operator "
+                        "for `limits.truncate_inputs`."
+                    )
+                    return _rejected(request_id, message, "context_length_exceeded", what)
+        tokens = [min(count, config.max_length) for count in tokens]
+        if sum(tokens) > limits.max_request_tokens:
+            message = (
+                f"The request's texts hold {sum(tokens)} tokens; this model takes at most "
+                f"{limits.max_request_tokens} per request. Send them in several requests."
+            )
+            return _rejected(request_id, message, "context_length_exceeded", field_name)
+        return _Work(request_id=request_id, texts=texts, tokens=tokens, query=query)
+
+    def _count(self, texts: list[str]) -> list[int]:
+        counts: list[int] = []
+        for start in range(0, len(texts), _COUNT_CHUNK):
+            encoded = self.tokenizer.encode(texts[start : start + _COUNT_CHUNK], add_special_tokens=True)
+            counts.extend(int(n) for n in encoded.attention_mask.data.sum(axis=1))
+        return counts
+
+    # -- one pipeline call ------------------------------------------------------------------
+
+    def _call(self, events: list[EngineEvent]) -> None:
+        batch = self._take()
+        if not batch:
+            return
+        self._calls += 1
+        try:
+            if self.embeds:
+                vectors = self.pipe.embed_documents([work.texts[index] for work, index in batch])
+                for (work, _), vector in zip(batch, vectors, strict=True):
+                    work.results.append(vector)
+            else:
+                work = batch[0][0]
+                first = batch[0][1]
+                scored = self.pipe.rerank(work.query, [work.texts[index] for _, index in batch])
+                scores = [0.0] * len(batch)
+                for position, score in scored:
+                    scores[position] = float(score)
+                work.results.extend(scores)
+                assert len(work.results) == first + len(batch)
+        except Exception as exc:  # the pipeline refused this batch: its requests fail, the engine goes on
+            for work in {id(work): work for work, _ in batch}.values():
+                if self._works.pop(work.request_id, None) is not None:
+                    message = f"The model could not process the request: {reason(exc)}"
+                    events.append(_rejected(work.request_id, message, "engine_error", None))
+                    work.cancelled = True
+            return
+        for work in {id(work): work for work, _ in batch}.values():
+            work.done = len(work.results)
+            if work.done == len(work.texts) and self._works.pop(work.request_id, None) is not None:
+                events.append(self._answer(work))
+
+    def _take(self) -> list[tuple[_Work, int]]:
+        """The texts of the next call: from the head of the queue, within `max_batch_tokens` (at
+        least one text); a rerank call takes one request's documents only."""
+        budget = self.config.max_batch_tokens
+        batch: list[tuple[_Work, int]] = []
+        used = 0
+        while self._queue:
+            work, index = self._queue[0]
+            if work.cancelled:
+                self._queue.popleft()
+                continue
+            if batch and (used + work.tokens[index] > budget or (not self.embeds and work is not batch[0][0])):
+                break
+            self._queue.popleft()
+            batch.append((work, index))
+            used += work.tokens[index]
+        return batch
+
+    def _answer(self, work: _Work) -> EngineEvent:
+        prompt_tokens = sum(work.tokens)
+        if not self.embeds:
+            return Reranked(request_id=work.request_id, scores=work.results, prompt_tokens=prompt_tokens)
+        vectors = np.asarray(work.results, dtype="<f4")
+        return Embedded(
+            request_id=work.request_id, vectors=vectors.tobytes(), size=vectors.shape[1], prompt_tokens=prompt_tokens
+        )
+
+
+def _rejected(request_id: int, message: str, code: str, param: str | None) -> Rejected:
+    return Rejected(request_id=request_id, message=message, code=code, param=param)

@@ -1,0 +1,86 @@
+"""Embeddings (OpenAI's `POST /v1/embeddings`) and rerank (`POST /v1/rerank`, the shape Cohere and
+Jina defined and vLLM, llama.cpp and OpenVINO Model Server serve): request and response structs.
+
+`input` is declared loosely (a string or a list) because msgspec cannot tell apart a union of list
+types; `service.embeddings` checks its items and names the one at fault (`input[3]`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+__all__ = [
+    "CreateEmbeddingResponse",
+    "Embedding",
+    "EmbeddingRequest",
+    "EmbeddingUsage",
+    "RerankDocument",
+    "RerankRequest",
+    "RerankResponse",
+    "RerankResult",
+    "RerankUsage",
+]
+
+
+class _Request(Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class EmbeddingRequest(_Request):
+    input: str | list[Any]
+    model: str
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, Meta(ge=1)] | None = None
+    user: str | None = None
+    # Extensions (Cohere, Jina and NVIDIA's name): which instruction the model puts before the texts.
+    input_type: Literal["query", "document", "passage", "search_query", "search_document"] | None = None
+
+
+class Embedding(Struct, kw_only=True):
+    object: Literal["embedding"] = "embedding"
+    embedding: list[float] | str
+    """Floats, or with `encoding_format: "base64"` the float32 little-endian bytes in base64."""
+    index: int
+
+
+class EmbeddingUsage(Struct, kw_only=True):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class CreateEmbeddingResponse(Struct, kw_only=True):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: EmbeddingUsage
+
+
+class RerankDocument(Struct, kw_only=True):
+    text: str
+
+
+class RerankRequest(_Request):
+    model: str
+    query: str
+    documents: list[str | RerankDocument]
+    top_n: Annotated[int, Meta(ge=1)] | None = None
+    return_documents: bool = True
+
+
+class RerankResult(Struct, kw_only=True, omit_defaults=True):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankUsage(Struct, kw_only=True):
+    total_tokens: int
+
+
+class RerankResponse(Struct, kw_only=True):
+    id: str
+    model: str
+    usage: RerankUsage
+    results: list[RerankResult]

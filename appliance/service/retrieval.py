@@ -1,0 +1,169 @@
+"""Embeddings and rerank on their engine: requests checked and bounded before the engine sees
+them, answers in OpenAI's (embeddings) and Cohere/Jina's (rerank) shapes.
+
+Bounds checked here, in the server, before anything is sent: the number of texts
+(`limits.max_inputs_per_request`), the characters of each (`limits.max_prompt_chars`, by default
+32 per token the model reads) and of all together (`CHARS_PER_REQUEST_TOKEN` per token of
+`limits.max_request_tokens`): the engine tokenizes every text before it embeds any, on the thread
+that embeds. Token counts are checked by the engine (`engine/retrieval.py`).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from appliance.engine import EngineClient
+from appliance.errors import ContextLengthExceeded, InvalidRequest
+from appliance.protocol.retrieval import (
+    CreateEmbeddingResponse,
+    Embedding,
+    EmbeddingRequest,
+    EmbeddingUsage,
+    RerankDocument,
+    RerankRequest,
+    RerankResponse,
+    RerankResult,
+    RerankUsage,
+)
+from appliance.service.prompt_limits import check_prompt
+
+__all__ = ["CHARS_PER_REQUEST_TOKEN", "Answered", "embed", "rerank"]
+
+CHARS_PER_REQUEST_TOKEN = 8
+"""Characters a request's texts may hold together, per token of `limits.max_request_tokens`
+(English text runs about 4 characters a token)."""
+_QUERY_TYPES = ("query", "search_query")
+
+
+@dataclass
+class Answered:
+    """What the access log reads of an answered embeddings or rerank request."""
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    tokens_seen: int = 0
+    first_token_at: float | None = None
+    submitted_at: float = 0.0
+    finish_reason: str = "stop"
+
+
+async def embed(engine: EngineClient, request: EmbeddingRequest) -> tuple[CreateEmbeddingResponse, Answered]:
+    """`request.input` embedded by `engine`, in OpenAI's shape."""
+    engine.require("embed")
+    texts = _inputs(request.input)
+    _check_texts(engine, [text for text in texts if isinstance(text, str)], "input")
+    size = engine.embedding_size
+    dimensions = request.dimensions
+    if dimensions is not None and dimensions != size and dimensions not in engine.graph.embedding.dimensions:
+        offered = sorted({size, *engine.graph.embedding.dimensions})
+        raise InvalidRequest(
+            f"Model '{engine.name}' gives vectors of {' or '.join(map(str, offered))} dimensions, not {dimensions}.",
+            param="dimensions",
+            code="invalid_value",
+        )
+    answer = await engine.embed(texts, query=request.input_type in _QUERY_TYPES)
+    vectors = np.frombuffer(answer.vectors, dtype="<f4").reshape(-1, answer.size)
+    if dimensions is not None and dimensions != answer.size:
+        # A Matryoshka model's leading dimensions are a vector of their own, normalized again.
+        vectors = vectors[:, :dimensions]
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    data = [
+        Embedding(embedding=_encoded(vector, request.encoding_format), index=index)
+        for index, vector in enumerate(vectors)
+    ]
+    usage = EmbeddingUsage(prompt_tokens=answer.prompt_tokens, total_tokens=answer.prompt_tokens)
+    return CreateEmbeddingResponse(data=data, model=engine.name, usage=usage), Answered(answer.prompt_tokens)
+
+
+async def rerank(engine: EngineClient, request: RerankRequest) -> tuple[RerankResponse, Answered]:
+    """`request.documents` scored against `request.query` by `engine`, best first."""
+    engine.require("rerank")
+    documents = [doc.text if isinstance(doc, RerankDocument) else doc for doc in request.documents]
+    if not documents:
+        raise InvalidRequest("`documents` is empty: send at least one.", param="documents", code="empty_array")
+    if not request.query:
+        raise InvalidRequest("`query` is empty.", param="query", code="invalid_value")
+    check_prompt(request.query, engine.graph, engine.max_context, "query")
+    _check_texts(engine, [request.query, *documents], "documents")
+    answer = await engine.rerank(request.query, documents)
+    ranked = sorted(range(len(documents)), key=lambda index: -answer.scores[index])
+    results = [
+        RerankResult(
+            index=index,
+            relevance_score=answer.scores[index],
+            document=RerankDocument(text=documents[index]) if request.return_documents else None,
+        )
+        for index in ranked[: request.top_n]
+    ]
+    response = RerankResponse(
+        id=f"rerank-{uuid.uuid4().hex}",
+        model=engine.name,
+        usage=RerankUsage(total_tokens=answer.prompt_tokens),
+        results=results,
+    )
+    return response, Answered(answer.prompt_tokens)
+
+
+def _inputs(value: str | list) -> list[str | list[int]]:
+    """The texts of an embeddings `input`: a string, strings, token ids, or lists of token ids."""
+    if isinstance(value, str):
+        return [value]
+    if not value:
+        raise InvalidRequest("`input` is an empty list: send at least one text.", param="input", code="empty_array")
+    if all(_is_token(item) for item in value):
+        return [value]
+    kind = str if isinstance(value[0], str) else list
+    for index, item in enumerate(value):
+        if kind is str and not isinstance(item, str):
+            raise InvalidRequest(
+                f"`input[{index}]` is not a string; a list of inputs holds strings, or lists of token ids.",
+                param=f"input[{index}]",
+                code="invalid_type",
+            )
+        if kind is list and not (isinstance(item, list) and item and all(_is_token(token) for token in item)):
+            raise InvalidRequest(
+                f"`input[{index}]` is not a non-empty list of token ids (whole numbers from 0).",
+                param=f"input[{index}]",
+                code="invalid_type",
+            )
+    return value
+
+
+def _is_token(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_texts(engine: EngineClient, texts: list[str], param: str) -> None:
+    limits = engine.graph.limits
+    if len(texts) > limits.max_inputs_per_request + (param == "documents"):
+        raise InvalidRequest(
+            f"`{param}` holds {len(texts) - (param == 'documents')} texts; model '{engine.name}' takes at most "
+            f"{limits.max_inputs_per_request} per request.",
+            param=param,
+            code="array_above_max_length",
+        )
+    offset = 1 if param == "documents" else 0  # the query comes first
+    for index, text in enumerate(texts[offset:]):
+        if not text:
+            raise InvalidRequest(
+                f"`{param}[{index}]` is an empty string.", param=f"{param}[{index}]", code="invalid_value"
+            )
+        check_prompt(text, engine.graph, engine.max_context, f"{param}[{index}]")
+    chars = sum(map(len, texts))
+    bound = limits.max_request_tokens * CHARS_PER_REQUEST_TOKEN
+    if chars > bound:
+        raise ContextLengthExceeded(
+            f"The request's texts hold {chars} characters; model '{engine.name}' takes at most {bound} "
+            f"({limits.max_request_tokens} tokens) per request. Send them in several requests.",
+            param=param,
+        )
+
+
+def _encoded(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()

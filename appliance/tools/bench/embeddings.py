@@ -1,0 +1,150 @@
+"""`appliance bench` on an embedding graph: texts per second served against the raw pipeline.
+
+Each level runs `concurrency` clients in a closed loop, each request one text of about
+`--prompt-tokens` tokens, over HTTP to `POST /v1/embeddings` in base64 (as the official SDK asks; the server batches the waiting
+requests' texts into pipeline calls). The raw baseline is the graph's own `TextEmbeddingPipeline`
+in this process, fed the same texts in batches of `concurrency` (what perfect batching of that many
+clients would give, without HTTP, JSON or the engine's pipe). The ratio served/raw is what serving
+costs; the server's pipeline calls per level (its `steps`) show the batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from appliance.graphfiles import Graph
+
+__all__ = ["EmbeddingLevel", "run_embedding_bench", "table"]
+
+_WORDS = (
+    "the model reads every document on the box and writes a vector for each so that search finds "
+    "what a question means rather than the words it happens to use while nothing leaves the site"
+).split()
+
+
+@dataclass
+class EmbeddingLevel:
+    """One concurrency level's figures (served, then raw)."""
+
+    concurrency: int
+    requests: int
+    served_seconds: float = 0.0
+    served_tokens: int = 0
+    served_calls: int = 0
+    raw_seconds: float = 0.0
+
+    @property
+    def served_inputs_per_s(self) -> float:
+        return self.requests / self.served_seconds if self.served_seconds else 0.0
+
+    @property
+    def raw_inputs_per_s(self) -> float:
+        return self.requests / self.raw_seconds if self.raw_seconds else 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.served_inputs_per_s / self.raw_inputs_per_s if self.raw_inputs_per_s else 0.0
+
+
+def texts_for(count: int, tokens: int, seed: int) -> list[str]:
+    """`count` different texts of about `tokens` tokens (one word, one token, for a WordPiece vocabulary)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(_WORDS) for _ in range(max(1, tokens - 2))) for _ in range(count)]
+
+
+def run_embedding_bench(
+    graph: Graph,
+    url: str,
+    levels: tuple[int, ...],
+    *,
+    requests: int | None,
+    prompt_tokens: int,
+    seed: int,
+    raw: bool = True,
+    model: str | None = None,
+    api_key: str | None = None,
+    say: Callable[[str], None] = print,
+) -> list[EmbeddingLevel]:
+    """Every level served at `url`, then (with `raw`) every level on the raw pipeline."""
+    results = []
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    for level in levels:
+        count = requests or max(64, 4 * level)
+        texts = texts_for(count, prompt_tokens, seed + level)
+        result = EmbeddingLevel(concurrency=level, requests=count)
+        steps = _steps(url, graph.name, headers)
+        asyncio.run(_serve(url, model or graph.name, texts, level, headers, result))
+        result.served_calls = _steps(url, graph.name, headers) - steps
+        say(f"served c={level}: {result.served_inputs_per_s:.1f} inputs/s in {result.served_calls} pipeline calls")
+        results.append(result)
+    if raw:
+        _raw(graph, results, prompt_tokens, seed, say)
+    return results
+
+
+async def _serve(url: str, model: str, texts: list[str], level: int, headers: dict, result: EmbeddingLevel) -> None:
+    pending = list(reversed(texts))
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as client:
+        await client.post("/v1/embeddings", json={"model": model, "input": texts[0]})  # warm-up
+
+        async def worker() -> None:
+            while pending:
+                text = pending.pop()
+                response = await client.post(
+                    "/v1/embeddings", json={"model": model, "input": text, "encoding_format": "base64"}
+                )
+                response.raise_for_status()
+                result.served_tokens += response.json()["usage"]["prompt_tokens"]
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(level)))
+        result.served_seconds = time.perf_counter() - started
+
+
+def _steps(url: str, name: str, headers: dict) -> int:
+    return int(httpx.get(f"{url}/health", headers=headers, timeout=10).json()["models"][name]["steps"])
+
+
+def _raw(
+    graph: Graph, results: list[EmbeddingLevel], prompt_tokens: int, seed: int, say: Callable[[str], None]
+) -> None:
+    import openvino_genai
+
+    config = graph.retrieval
+    assert config is not None
+    settings = openvino_genai.TextEmbeddingPipeline.Config()
+    settings.pooling_type = getattr(openvino_genai.TextEmbeddingPipeline.PoolingType, config.pooling.upper())
+    settings.normalize = config.normalize
+    settings.max_length = config.max_length
+    say(f"raw: loading {graph.model_dir} on {graph.device}")
+    pipe = openvino_genai.TextEmbeddingPipeline(str(graph.model_dir), graph.device, settings, **graph.plugin_config)
+    for result in results:
+        texts = texts_for(result.requests, prompt_tokens, seed + result.concurrency)
+        pipe.embed_documents(texts[:1])
+        started = time.perf_counter()
+        for start in range(0, len(texts), result.concurrency):
+            pipe.embed_documents(texts[start : start + result.concurrency])
+        result.raw_seconds = time.perf_counter() - started
+        say(f"raw c={result.concurrency}: {result.raw_inputs_per_s:.1f} inputs/s")
+
+
+def table(results: list[EmbeddingLevel]) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        "| concurrency | requests | served inputs/s | served tokens/s | texts per pipeline call | raw inputs/s | served/raw |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        tokens_per_s = r.served_tokens / r.served_seconds if r.served_seconds else 0.0
+        per_call = r.requests / r.served_calls if r.served_calls else 0.0
+        lines.append(
+            f"| {r.concurrency} | {r.requests} | {r.served_inputs_per_s:.1f} | {tokens_per_s:.0f} | {per_call:.1f} "
+            f"| {r.raw_inputs_per_s:.1f} | {r.ratio:.2f} |"
+        )
+    return "\n".join(lines)
