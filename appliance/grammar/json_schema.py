@@ -140,6 +140,15 @@ def _digits(low: int, high: int, rules: RuleSet) -> str:
     return repeat("[0-9]", low, high, rules)
 
 
+def _any_digits(count: int, rules: RuleSet) -> str:
+    """Exactly `count` digits, as a shared rule: a range's every level ends in free digits, and a
+    rule costs the engine once however often it is used (written out at each level, a 16-digit
+    range on both sides of zero cost 257 states, over the budget)."""
+    if count == 1:
+        return "[0-9]"
+    return rules.shared(f"digits-{count}", lambda: _digits(count, count, rules))
+
+
 def _same_length_range(low: str, high: str, rules: RuleSet) -> str:
     """Digit strings of one length from `low` to `high` (inclusive).
 
@@ -158,7 +167,7 @@ def _same_length_range(low: str, high: str, rules: RuleSet) -> str:
         options.append(f"{literal(low[0])} {_same_length_range(low[1:], '9' * rest, rules)}")
     if free_low <= free_high:
         digit = f"[{free_low}]" if free_low == free_high else f"[{free_low}-{free_high}]"
-        options.append(f"{digit} {_digits(rest, rest, rules)}" if rest else digit)
+        options.append(f"{digit} {_any_digits(rest, rules)}" if rest else digit)
     if high[1:] != "9" * rest:
         options.append(f"{literal(high[0])} {_same_length_range('0' * rest, high[1:], rules)}")
     return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from appliance.grammar import GrammarError, json_schema_grammar, parse_grammar, regex_grammar
@@ -59,6 +59,7 @@ bounds = st.one_of(st.none(), st.integers(-(10**17), 10**17), st.integers(-1000,
 
 
 @settings(max_examples=300, deadline=None)
+@example(low=-33185939596535, high=2909662544613632, exclusive_low=False, exclusive_high=False, probes=[])
 @given(
     low=bounds,
     high=bounds,
