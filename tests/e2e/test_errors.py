@@ -99,7 +99,10 @@ def test_framework_errors_use_the_envelope(server) -> None:
 
 
 def test_completions_bad_prompt(server) -> None:
-    assert_error(post(server, {"model": MODEL, "prompt": [1, 2]}, "/v1/completions"), 400, param="prompt[0]")
+    # Token ids are prompts too (`[1, 2]`); what is neither a string nor ids is refused.
+    assert_error(post(server, {"model": MODEL, "prompt": [{"text": "hi"}]}, "/v1/completions"), 400, param="prompt[0]")
+    assert_error(post(server, {"model": MODEL, "prompt": [[]]}, "/v1/completions"), 400, param="prompt[0]")
+    assert_error(post(server, {"model": MODEL, "prompt": [[1, 2], 3]}, "/v1/completions"), 400, param="prompt")
     assert_error(post(server, {"model": MODEL, "prompt": []}, "/v1/completions"), 400, param="prompt")
 
 
