@@ -6,6 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -154,3 +156,21 @@ def test_an_idle_model_is_unloaded_and_its_memory_freed(demo_root: Path, tmp_pat
             time.sleep(0.1)
         assert not os.path.exists(f"/proc/{pid}")  # the process, and its memory, are gone
         assert _ask(server, "od-a").status_code == 200  # and it loads again on demand
+
+
+def test_the_models_command_lists_loads_and_unloads(budget_server: RunningServer) -> None:
+    def models(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "appliance", "models", *args, "--url", budget_server.url]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    listed = models("list")
+    assert listed.returncode == 0, listed.stderr
+    assert "max_loaded_models 2" in listed.stdout and all(name in listed.stdout for name in NAMES)
+    name = next(name for name, state in _states(budget_server).items() if state == "ready")
+    unloaded = models("unload", name)
+    assert (unloaded.returncode, unloaded.stdout.strip()) == (0, f"{name}: unloaded")
+    assert _states(budget_server)[name] == "unloaded"
+    loaded = models("load", name)
+    assert (loaded.returncode, loaded.stdout.strip()) == (0, f"{name}: ready")
+    missing = models("load", "no-such-model")
+    assert missing.returncode == 1 and "404" in missing.stderr and "does not exist" in missing.stderr
