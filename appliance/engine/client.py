@@ -7,8 +7,9 @@ pipeline. `tokenize()` / `detokenize()` use the engine's tokenizer without gener
 admitted like generations (counted in `in_flight`, under `max_queued_requests`, within
 `request_timeout_seconds`), and abandoned when their caller is cancelled (the client left).
 
-The event loop never blocks on the engine: frames from the engine are read with `loop.add_reader`,
-frames to it are written by a thread (a large prompt must not wait for the pipe buffer on the loop).
+The process and its pipe are `engine_process.EngineProcess` (the event loop never blocks on it);
+here is what its messages and its exit mean: accepted requests and their streams, admission, loads
+on demand and unloads, restarts after a crash with back-off.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import multiprocessing
 import queue
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from appliance.engine.client_metrics import ClientMetrics
+from appliance.engine.engine_process import EngineProcess
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -39,18 +39,15 @@ from appliance.engine.messages import (
     Rerank,
     Reranked,
     SamplingParams,
-    Shutdown,
     Stats,
     Submit,
     TextPrompt,
     Tokenize,
     Tokenized,
     TokenPrompt,
-    decode_from_engine,
     encode_to_engine,
     encoder,
 )
-from appliance.engine.process import main as run_engine
 from appliance.engine.streams import RequestStream, timed_out
 from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.engine.vision import ImageFit, image_fit
@@ -62,7 +59,6 @@ from appliance.errors import (
     Overloaded,
 )
 from appliance.graphfiles import Graph
-from appliance.logs import current_logging
 from appliance.metrics import Metrics
 
 __all__ = ["EngineClient", "Reservation"]
@@ -157,9 +153,9 @@ class EngineClient:
         self._asking = 0
         """Tokenize and detokenize commands sent and not answered."""
         self._on_fatal = on_fatal
-        self._process: multiprocessing.process.BaseProcess | None = None
-        self._conn = None
+        self._process: EngineProcess | None = None
         self._outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
+        """The running process's frames (`EngineProcess.outbox`)."""
         self._pending: dict[int, asyncio.Future[Accepted]] = {}
         self._streams: dict[int, RequestStream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -288,24 +284,14 @@ class EngineClient:
         self._loop = asyncio.get_running_loop()
         self.state = "restarting" if self._ever_ready else "loading"
         self._ready.clear()
-        context = multiprocessing.get_context("spawn")
-        parent_conn, child_conn = context.Pipe(duplex=True)
-        process = context.Process(
-            target=run_engine,
-            args=(self.graph, child_conn, current_logging()),
-            name=f"engine-{self.name}",
-            daemon=True,
-        )
-        process.start()
-        child_conn.close()
-        self._process, self._conn = process, parent_conn
-        self._outbox = queue.SimpleQueue()
-        threading.Thread(
-            target=_write_frames, args=(parent_conn, self._outbox), name=f"to-{self.name}", daemon=True
-        ).start()
-        self._loop.add_reader(parent_conn.fileno(), self._on_readable)
+        self._process = EngineProcess(self.graph, on_message=self._on_message, on_exit=self._on_engine_died)
+        self._outbox = self._process.outbox
         log.info(
-            "engine %s: loading %s on %s (pid %d)", self.name, self.graph.model_dir, self.graph.device, process.pid
+            "engine %s: loading %s on %s (pid %d)",
+            self.name,
+            self.graph.model_dir,
+            self.graph.device,
+            self._process.pid,
         )
 
     def kill(self, reason: str) -> None:
@@ -328,22 +314,13 @@ class EngineClient:
         if self._restart_task is not None:
             self._restart_task.cancel()
         self._fail_all(error)
-        process, outbox = self._process, self._outbox
+        process, self._process = self._process, None
         if process is None:
             return
-        self._detach()
-        self._process = None
         self._ready.clear()
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self._update_gauges()
-        outbox.put(encoder.encode(Shutdown()))
-        outbox.put(None)
-        deadline = time.monotonic() + timeout
-        while process.is_alive() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if process.is_alive():
-            process.kill()
-        await asyncio.to_thread(process.join, 1)
+        await process.shut_down(timeout)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -495,14 +472,9 @@ class EngineClient:
 
     # -- frames from the engine -------------------------------------------------------------
 
-    def _on_readable(self) -> None:
-        conn = self._conn
+    def _on_message(self, message: object) -> None:
         self.last_heard = time.monotonic()
-        try:
-            while conn is not None and conn.poll():
-                self._dispatch(decode_from_engine(conn.recv_bytes()))
-        except (EOFError, OSError):
-            self._on_engine_died()
+        self._dispatch(message)
 
     def _dispatch(self, message: object) -> None:
         if isinstance(message, Batch):
@@ -576,12 +548,6 @@ class EngineClient:
 
     # -- failure and restart ----------------------------------------------------------------
 
-    def _detach(self) -> None:
-        if self._conn is not None and self._loop is not None:
-            self._loop.remove_reader(self._conn.fileno())
-            self._conn.close()
-        self._conn = None
-
     def _fail_all(self, error: Exception) -> None:
         loading, self._on_demand = self._on_demand, None
         if loading is not None and not loading.done():
@@ -595,12 +561,8 @@ class EngineClient:
         self._streams.clear()
 
     def _on_engine_died(self) -> None:
-        self._detach()
-        process = self._process
-        if process is not None:
-            process.join(1)
-        exit_code = process.exitcode if process is not None else None
-        self._process = None
+        process, self._process = self._process, None
+        exit_code = process.exit_code() if process is not None else None
         self._ready.clear()
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self._update_gauges()
@@ -638,12 +600,3 @@ class EngineClient:
 
 def _describe(task: Task) -> str:
     return {"generate": "a generative", "embed": "an embedding", "rerank": "a rerank"}[task]
-
-
-def _write_frames(conn, outbox: queue.SimpleQueue[bytes | memoryview | None]) -> None:
-    # send_bytes blocks (GIL released) when the pipe is full; that wait belongs here, not on the loop.
-    try:
-        while (frame := outbox.get()) is not None:
-            conn.send_bytes(frame)
-    except (OSError, ValueError):
-        pass
