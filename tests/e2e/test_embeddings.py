@@ -223,3 +223,24 @@ def test_embedding_storm_leaves_chat_alone(server: RunningServer) -> None:
     assert server.wait_idle("demo-embed", timeout=60)["pid"] == pid
     metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
     assert 'appliance_retrieval_inputs_total{model="demo-embed"}' in metrics
+
+
+def test_langchain_and_llamaindex_clients(server: RunningServer, reference) -> None:
+    """LangChain's OpenAIEmbeddings and LlamaIndex's OpenAI-like embedding, as their docs set them up
+    for a server that is not OpenAI."""
+    from langchain_openai import OpenAIEmbeddings
+    from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+    expected = reference.encode(SENTENCES[:3], normalize_embeddings=True)
+    # LangChain splits texts with tiktoken (OpenAI's vocabulary) unless told not to: its docs say
+    # to turn that off for other servers, which take the text as it is.
+    langchain = OpenAIEmbeddings(
+        model="demo-embed", base_url=f"{server.url}/v1", api_key="unused", check_embedding_ctx_length=False
+    )
+    llamaindex = OpenAILikeEmbedding(model_name="demo-embed", api_base=f"{server.url}/v1", api_key="unused")
+    for documents, query in (
+        (langchain.embed_documents(SENTENCES[:3]), langchain.embed_query(SENTENCES[0])),
+        (llamaindex.get_text_embedding_batch(SENTENCES[:3]), llamaindex.get_query_embedding(SENTENCES[0])),
+    ):
+        assert _cosines(np.array(documents), expected).min() > 0.999
+        assert _cosines(np.array([query]), expected[:1])[0] > 0.999
