@@ -32,7 +32,8 @@ def _graphs(demo_root: Path, directory: Path, extra: str = "") -> Path:
 
 
 def _ask(server: RunningServer, model: str, max_tokens: int = 8) -> httpx.Response:
-    body = {"model": model, "prompt": "hello there", "max_tokens": max_tokens, "temperature": 0}
+    # ignore_eos: a random-weight model may end early on another CPU; the tests need lengths they chose.
+    body = {"model": model, "prompt": "hello there", "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
     return httpx.post(f"{server.url}/v1/completions", json=body, timeout=120)
 
 
@@ -118,7 +119,7 @@ def test_a_full_budget_of_busy_models_gives_503_and_loses_nothing(budget_server:
 def test_admin_unload_finishes_streams_in_flight(budget_server: RunningServer) -> None:
     server = budget_server
     name = next(name for name, state in _states(server).items() if state == "ready")
-    body = {"model": name, "prompt": "hello", "max_tokens": 600, "temperature": 0, "stream": True}
+    body = {"model": name, "prompt": "hello", "max_tokens": 600, "temperature": 0, "stream": True, "ignore_eos": True}
     chunks: list[str] = []
 
     def stream() -> None:
