@@ -37,6 +37,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestTimedOut",
     "client_text",
+    "unsupported",
     "validation_path",
 ]
 
@@ -79,6 +80,11 @@ class InvalidRequest(ApplianceError):
     status = 400
     type = "invalid_request_error"
     code = "invalid_value"
+
+
+def unsupported(message: str, param: str) -> InvalidRequest:
+    """A 400 for a field this server cannot honour (code `unsupported_parameter`), naming it."""
+    return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
 class ContextLengthExceeded(InvalidRequest):

@@ -7,7 +7,7 @@ combinations the engine cannot honour, each refused with a 400 naming the parame
 from __future__ import annotations
 
 from appliance.engine import SamplingParams
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, unsupported
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 from appliance.service.speculative import assisted_decoding
@@ -15,10 +15,6 @@ from appliance.service.speculative import assisted_decoding
 __all__ = ["sampling_params"]
 
 _SAMPLING_ONLY = ("temperature", "top_p", "top_k", "min_p", "seed")
-
-
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
 def sampling_params(
@@ -51,7 +47,7 @@ def sampling_params(
             f"min_tokens ({request.min_tokens}) is above {max_tokens_param} ({max_tokens}).", param="min_tokens"
         )
     if request.logit_bias:
-        raise _unsupported(
+        raise unsupported(
             "logit_bias is not supported: OpenVINO GenAI's pipeline offers no way to bias logits.", "logit_bias"
         )
     stop = _stop_strings(request, limits, stop_param)
@@ -78,15 +74,15 @@ def sampling_params(
         for name in _SAMPLING_ONLY:
             value = getattr(request, name)
             if value is not None and not (name == "temperature" and value == 0):
-                raise _unsupported(
+                raise unsupported(
                     f"{name} cannot be combined with best_of > 1: best_of selects beam search, which does not sample.",
                     name,
                 )
     else:
         if request.length_penalty is not None:
-            raise _unsupported("length_penalty applies to beam search only: set best_of > 1.", "length_penalty")
+            raise unsupported("length_penalty applies to beam search only: set best_of > 1.", "length_penalty")
         if n > 1 and temperature == 0:
-            raise _unsupported(
+            raise unsupported(
                 "n > 1 needs sampling (temperature > 0) or beam search (best_of >= n); greedy "
                 "decoding would return n identical choices.",
                 "n",
@@ -95,7 +91,7 @@ def sampling_params(
         # Measured on openvino_genai 2026.4: with several sequences in one request the grammar
         # matcher is shared between them, and the outputs break the constraint.
         name = "n" if n > 1 else "best_of"
-        raise _unsupported(
+        raise unsupported(
             f"{name} > 1 cannot be combined with structured output (response_format, "
             "structured_outputs, a forced tool_choice) on this engine: send separate requests.",
             name,
@@ -158,8 +154,8 @@ def _check_stateful(graph: Graph, *, n: int, best_of: int, logprobs: bool) -> No
     where = f"model '{graph.name}' runs the stateful pipeline ({graph.pipeline_kind}, one request at a time)"
     if n > 1 or best_of > 1:
         name = "n" if n > 1 else "best_of"
-        raise _unsupported(f"{name} > 1 is not supported: {where}, which returns one sequence per request.", name)
+        raise unsupported(f"{name} > 1 is not supported: {where}, which returns one sequence per request.", name)
     if logprobs:
-        raise _unsupported(
+        raise unsupported(
             f"logprobs are not supported: {where}, which reports no per-token log probabilities.", "logprobs"
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, unsupported
 from appliance.graphfiles import Graph
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
 
@@ -33,10 +33,6 @@ class AssistedDecoding:
     max_ngram_size: int = 0
 
 
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
 def assisted_decoding(
     graph: Graph, request: ChatCompletionRequest | CompletionRequest, *, sampling: bool, n: int, best_of: int
 ) -> AssistedDecoding:
@@ -46,7 +42,7 @@ def assisted_decoding(
     mode = graph.assisted
     if mode is None:
         if given:
-            raise _unsupported(
+            raise unsupported(
                 f"{given[0]} needs a model served with speculative decoding (draft_model_path) or "
                 f"prompt lookup (prompt_lookup = true); model '{graph.name}' has neither.",
                 given[0],
@@ -55,7 +51,7 @@ def assisted_decoding(
     label = "speculative decoding (a draft model)" if mode == "draft" else "prompt lookup"
     if n > 1 or best_of > 1:
         name = "n" if n > 1 else "best_of"
-        raise _unsupported(
+        raise unsupported(
             f"{name} > 1 cannot be used on model '{graph.name}': OpenVINO GenAI runs neither beam "
             f"search nor parallel sampling with {label}. Send separate requests.",
             name,
@@ -63,7 +59,7 @@ def assisted_decoding(
     defaults = graph.speculative
     if mode == "lookup":
         if request.assistant_confidence_threshold is not None:
-            raise _unsupported(
+            raise unsupported(
                 "assistant_confidence_threshold needs a draft model; prompt lookup proposes a fixed "
                 "number of tokens (num_assistant_tokens).",
                 "assistant_confidence_threshold",
@@ -73,7 +69,7 @@ def assisted_decoding(
         _check_sampled(tokens, sampling)
         return AssistedDecoding(num_assistant_tokens=tokens, max_ngram_size=ngram)
     if request.max_ngram_size is not None:
-        raise _unsupported("max_ngram_size applies to prompt lookup, not to a draft model.", "max_ngram_size")
+        raise unsupported("max_ngram_size applies to prompt lookup, not to a draft model.", "max_ngram_size")
     if request.num_assistant_tokens is not None and request.assistant_confidence_threshold is not None:
         raise InvalidRequest(
             "num_assistant_tokens and assistant_confidence_threshold are mutually exclusive: the "

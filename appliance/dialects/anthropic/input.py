@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.anthropic import (
     Base64Source,
     FileSource,
@@ -45,10 +45,6 @@ from appliance.protocol.openai import (
 )
 
 __all__ = ["ChatMessages", "chat_messages"]
-
-
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
 @dataclass
@@ -121,7 +117,7 @@ def _text(blocks: list[TextBlock]) -> str:
 def _image(block: ImageBlock, path: str) -> ImageURLPart:
     source = block.source
     if isinstance(source, FileSource):
-        raise _unsupported(
+        raise unsupported(
             "Images by file_id are not served (there is no Files API here): send a base64 or url source.",
             f"{path}.source",
         )
@@ -134,7 +130,7 @@ def _tool_result(block: ToolResultBlock, path: str) -> ToolMessage:
     if isinstance(content, list):
         for index, part in enumerate(content):
             if not isinstance(part, TextBlock):
-                raise _unsupported(
+                raise unsupported(
                     "Tool results are text here: no model here reads images in a tool result.",
                     f"{path}.content[{index}]",
                 )

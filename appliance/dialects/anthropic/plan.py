@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from appliance.dialects.anthropic.input import ChatMessages, chat_messages
-from appliance.errors import InvalidRequest
+from appliance.errors import unsupported
 from appliance.protocol.anthropic import (
     CountTokensRequest,
     MessagesRequest,
@@ -53,10 +53,6 @@ _REFUSED = {
 }
 
 
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
 def prepare_body(body: object) -> object:
     """`body` (plain JSON values), refused (400 naming the field) if it holds a server tool or a
     content block of a feature not served here; otherwise unchanged."""
@@ -65,7 +61,7 @@ def prepare_body(body: object) -> object:
     for index, tool in enumerate(body.get("tools") if isinstance(body.get("tools"), list) else ()):
         kind = tool.get("type") if isinstance(tool, dict) else None
         if isinstance(kind, str) and kind != "custom":
-            raise _unsupported(
+            raise unsupported(
                 f"The tool type '{kind}' is one of Anthropic's server tools, which run on Anthropic's side; "
                 "only client tools ({name, description, input_schema}) are served here.",
                 f"tools[{index}].type",
@@ -75,7 +71,7 @@ def prepare_body(body: object) -> object:
         for number, block in enumerate(content if isinstance(content, list) else ()):
             kind = block.get("type") if isinstance(block, dict) else None
             if isinstance(kind, str) and kind not in _BLOCKS:
-                raise _unsupported(
+                raise unsupported(
                     f"Content blocks of type '{kind}' are not served here: only text, image, tool_use, "
                     "tool_result and thinking.",
                     f"messages[{index}].content[{number}].type",
@@ -98,17 +94,17 @@ class MessagePlan:
 def _check(body: CountTokensRequest, reasoning_parser: str | None) -> None:
     for name, reason in _REFUSED.items():
         if getattr(body, name, None) is not None:
-            raise _unsupported(f"{name} is not supported: {reason}.", name)
+            raise unsupported(f"{name} is not supported: {reason}.", name)
     thinking = body.thinking
     if thinking is not None and not isinstance(thinking, ThinkingDisabled) and reasoning_parser is None:
-        raise _unsupported(
+        raise unsupported(
             "thinking is not available on this model: its graph has no reasoning_parser, so no reasoning "
             "can be told apart from the answer. Leave thinking out or send {'type': 'disabled'}.",
             "thinking",
         )
     effort = body.output_config.effort if body.output_config is not None else None
     if effort in ("xhigh", "max"):
-        raise _unsupported(
+        raise unsupported(
             f"output_config.effort '{effort}' is not supported: chat templates know low, medium and high.",
             "output_config.effort",
         )

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.openai import (
     AssistantMessage,
     DeveloperMessage,
@@ -70,10 +70,6 @@ _BUILT_IN = {
 }
 
 
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
 def _tool_kind(kind: object) -> str:
     name = str(kind)
     described = next((what for prefix, what in _BUILT_IN.items() if name.startswith(prefix)), None)
@@ -97,7 +93,7 @@ def prepare_body(body: object) -> object:
                     item["type"] = "item_reference"
             kind = item.get("type")
             if isinstance(kind, str) and kind not in _SERVED_ITEMS:
-                raise _unsupported(
+                raise unsupported(
                     f"Input items of type {_tool_kind(kind)} are not served here: only messages, function "
                     "calls with their outputs, and reasoning (there are no built-in tools).",
                     f"input[{index}].type",
@@ -113,7 +109,7 @@ def prepare_body(body: object) -> object:
                 if isinstance(entry, dict)
             ]:
                 if isinstance(tool_kind, str) and tool_kind not in ("function", "namespace"):
-                    raise _unsupported(
+                    raise unsupported(
                         f"The tool type {_tool_kind(tool_kind)} is not available here: the model runs locally and "
                         "only function tools (alone or in a namespace) are served.",
                         f"{place}.type",
@@ -121,7 +117,7 @@ def prepare_body(body: object) -> object:
     choice = body.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, dict) else None
     if isinstance(kind, str) and kind not in ("function", "allowed_tools"):
-        raise _unsupported(
+        raise unsupported(
             f"tool_choice {_tool_kind(kind)} names a built-in tool, which is not available here.", "tool_choice.type"
         )
     return body
@@ -182,7 +178,7 @@ def _text_parts(parts: list, path: str, *, outputs: bool = False) -> list[str]:
         elif isinstance(part, Refusal):
             texts.append(part.refusal)
         elif outputs:
-            raise _unsupported(
+            raise unsupported(
                 "Function call outputs are text here: images and files are not passed to the model.",
                 f"{path}[{index}]",
             )
@@ -205,7 +201,7 @@ def _user_content(content: str | list, path: str) -> str | list:
             parts.append(TextPart(text=part.text))
         elif isinstance(part, InputImage):
             if part.file_id is not None:
-                raise _unsupported(
+                raise unsupported(
                     "Images by file_id are not served (there is no Files API here): send image_url, as a "
                     "data URL or a URL this server may fetch.",
                     f"{where}.file_id",
@@ -215,7 +211,7 @@ def _user_content(content: str | list, path: str) -> str | list:
             detail = "high" if part.detail == "original" else (part.detail or "auto")
             parts.append(ImageURLPart(image_url=ImageURL(url=part.image_url, detail=detail)))
         elif isinstance(part, InputFile):
-            raise _unsupported("File inputs are not served: no model here reads files.", where)
+            raise unsupported("File inputs are not served: no model here reads files.", where)
         else:
             raise InvalidRequest("User messages hold input_text and input_image parts.", param=f"{where}.type")
     return parts
@@ -254,7 +250,7 @@ def input_messages(items: str | list[InputItem], prefix: list[Message] | None = 
             result.add(ToolMessage(content=output, tool_call_id=item.call_id), path)
         else:
             assert isinstance(item, ItemReference)
-            raise _unsupported(
+            raise unsupported(
                 "Item references are not served: items are not kept here by id. Send the item itself, or "
                 "previous_response_id to continue a stored response.",
                 path,

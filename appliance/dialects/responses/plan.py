@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from appliance.dialects.responses.input import InputMessages, input_messages
 from appliance.dialects.responses.output import ResponseEvents, object_id
 from appliance.dialects.responses.store import ResponseStore, StoredResponse
-from appliance.errors import InvalidRequest
+from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.openai import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -83,10 +83,6 @@ _SAMPLING_EXTENSIONS = (
 )
 
 
-def _unsupported(message: str, param: str) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
 @dataclass(frozen=True)
 class ResponsePlan:
     """A Responses request as the chat request that answers it, and the response's first state."""
@@ -107,27 +103,27 @@ def _check_options(body: ResponsesRequest) -> None:
     check_fields(body.stream_options, STREAM_OPTIONS, "stream_options")
     check_stream_options(body.stream, body.stream_options)
     if body.text is not None and body.text.verbosity not in (None, "medium"):
-        raise _unsupported(
+        raise unsupported(
             "text.verbosity is not supported: no model here is trained to follow it; 'medium' (OpenAI's "
             "default) is accepted.",
             "text.verbosity",
         )
     if body.reasoning is not None and body.reasoning.mode not in (None, "standard"):
-        raise _unsupported("reasoning.mode is not supported: only 'standard' is served here.", "reasoning.mode")
+        raise unsupported("reasoning.mode is not supported: only 'standard' is served here.", "reasoning.mode")
     if (body.prompt_cache_options or {}).get("prewarm") is True:
-        raise _unsupported(
+        raise unsupported(
             "prompt_cache_options.prewarm is not supported: a response here always generates its output.",
             "prompt_cache_options.prewarm",
         )
     if body.top_logprobs:
-        raise _unsupported(
+        raise unsupported(
             "top_logprobs above 0 is not supported: the engine reports only the chosen token's log "
             f"probability, not alternatives (include '{LOGPROBS}' gives those).",
             "top_logprobs",
         )
     for path, tool, _ in function_tools(body.tools):
         if tool.defer_loading:
-            raise _unsupported("defer_loading is not supported: there is no tool search here.", path)
+            raise unsupported("defer_loading is not supported: there is no tool search here.", path)
 
 
 def function_tools(tools: list[ResponseTool] | None) -> Iterator[tuple[str, FunctionTool, str | None]]:
