@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from appliance.dialects.field_paths import MESSAGE, TOOL_CALL, renamed
 from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.anthropic import (
     Base64Source,
@@ -70,10 +71,9 @@ class ChatMessages:
 
     def field_name(self, param: str) -> str:
         """A chat request's field path, named as the Messages request names it (`chat.FieldNames`)."""
-        for pattern, replacement in _RENAMED:
-            if pattern.match(param):
-                return pattern.sub(replacement, param, count=1)
-        found = _MESSAGE.match(param)
+        if (name := renamed(param, _RENAMED)) is not None:
+            return name
+        found = MESSAGE.match(param)
         if found is None:
             return param
         index, rest = int(found.group(1)), found.group(2)
@@ -85,7 +85,7 @@ class ChatMessages:
             number = int(part.group(1))
             block = origin.blocks[number] if number < len(origin.blocks) else number
             return f"{origin.path}.content[{block}]" + _IMAGE_URL.sub(".source", part.group(2))
-        call = _TOOL_CALL.match(rest)
+        call = TOOL_CALL.match(rest)
         if call is not None and int(call.group(1)) < len(origin.calls):
             return f"{origin.path}.content[{origin.calls[int(call.group(1))]}]" + (".input" if call.group(2) else "")
         if isinstance(self.messages[index], ToolMessage | SystemMessage):
@@ -93,9 +93,7 @@ class ChatMessages:
         return origin.path + rest
 
 
-_MESSAGE = re.compile(r"^messages\[(\d+)\](.*)$")
 _PART = re.compile(r"^\.content\[(\d+)\](.*)$")
-_TOOL_CALL = re.compile(r"^\.tool_calls\[(\d+)\](\.function\.arguments)?")
 _IMAGE_URL = re.compile(r"^\.image_url(\.url)?")
 _RENAMED = [
     (re.compile(r"^max_completion_tokens"), "max_tokens"),

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.dialects.field_paths import MESSAGE, TOOL_CALL, renamed
 from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.openai import (
     AssistantMessage,
@@ -139,16 +140,15 @@ class InputMessages:
 
     def field_name(self, param: str) -> str:
         """A chat request's field path, named as the Responses request names it."""
-        for pattern, replacement in _RENAMED:
-            if pattern.match(param):
-                return pattern.sub(replacement, param, count=1)
-        found = _MESSAGE.match(param)
+        if (name := renamed(param, _RENAMED)) is not None:
+            return name
+        found = MESSAGE.match(param)
         if found is None:
             return "input" if param == "messages" else param
         index, rest = int(found.group(1)), found.group(2)
         if index >= len(self.paths):
             return "input"
-        call = _TOOL_CALL.match(rest)
+        call = TOOL_CALL.match(rest)
         if call is not None and (index, int(call.group(1))) in self.call_paths:
             return self.call_paths[index, int(call.group(1))] + (".arguments" if call.group(2) else "")
         rest = _IMAGE_URL.sub(r"\1", rest)
@@ -157,8 +157,6 @@ class InputMessages:
         return self.paths[index] + rest
 
 
-_MESSAGE = re.compile(r"^messages\[(\d+)\](.*)$")
-_TOOL_CALL = re.compile(r"^\.tool_calls\[(\d+)\](\.function\.arguments)?")
 _IMAGE_URL = re.compile(r"(\.content\[\d+\]\.image_url)\.url$")
 _RENAMED = [
     (re.compile(r"^max_completion_tokens"), "max_output_tokens"),
