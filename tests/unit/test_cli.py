@@ -93,6 +93,14 @@ def test_bad_bench_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--graph", "g.toml", "--requests", "0"]) == 2
 
 
+def test_chat_bench_flags_are_refused_on_an_embedding_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "model").mkdir()
+    graph = tmp_path / "g.toml"
+    graph.write_text('name = "e"\nmodel_path = "model"\npipeline = "TEXT_EMBEDDING"\n')
+    assert main(["bench", "--graph", str(graph), "--repeat", "2", "--rate", "1"]) == 2
+    assert "--rate, --repeat: not measured for an embedding graph" in capsys.readouterr().err
+
+
 def test_the_command_line_starts_without_heavy_imports() -> None:
     heavy = ("httpx", "openvino", "openvino_genai", "torch", "litestar", "numpy", "PIL")
     code = "import sys; from appliance.cli import _parser; _parser(); print(sorted({m.split('.')[0] for m in sys.modules}))"

@@ -169,6 +169,23 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     from appliance.tools.bench.embeddings import run_embedding_bench, table
     from appliance.tools.bench.local_server import LocalServer
 
+    # The embeddings bench is a closed loop of one server against its raw pipeline: a flag of the
+    # chat bench it cannot honour is refused rather than ignored.
+    chat_only = {
+        "--rate": args.rate,
+        "--multi-turn": args.multi_turn != 1,
+        "--repeat": args.repeat != 1,
+        "--json": args.json,
+        "--plot": args.plot,
+        "--peer": args.peer,
+        "--peer-command": args.peer_command,
+        "--no-appliance": args.no_appliance,
+    }
+    given = [flag for flag, value in chat_only.items() if value]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)}: not measured for an embedding graph (a closed loop against its raw pipeline)"
+        )
     graph = load_graph(args.graph)
     with nullcontext(args.url) if args.url else LocalServer(graph) as url:
         results = run_embedding_bench(
