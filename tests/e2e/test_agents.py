@@ -115,6 +115,23 @@ def _streamed(client: openai.OpenAI, **fields: object) -> tuple[str, list[dict],
     return content, calls, finish
 
 
+def _responses_both(client: openai.OpenAI, **fields: object) -> list:
+    """The response of a Responses request sent streamed and not, each checked free of call
+    markup (the streamed one in every output_text delta too); the two responses."""
+    answer = client.responses.create(model=MODEL, temperature=0, **fields)
+    _no_markup(answer.output_text)
+    deltas, final = "", None
+    for event in client.responses.create(model=MODEL, temperature=0, stream=True, **fields):
+        if event.type == "response.output_text.delta":
+            deltas += event.delta
+        elif event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    assert final is not None
+    _no_markup(deltas)
+    assert deltas == final.output_text
+    return [answer, final]
+
+
 def _no_markup(text: str | None) -> None:
     assert not any(marker in (text or "") for marker in MARKUP), text
 
@@ -240,17 +257,16 @@ def test_item1_a_forced_call_with_a_response_format(client: openai.OpenAI) -> No
         )
         assert calls and finish == "tool_calls"
         _no_markup(content)
-    response = client.responses.create(
-        model=MODEL,
+    for response in _responses_both(
+        client,
         input="What is the weather in Paris?",
         tools=[{"type": "function", **WEATHER["function"]}],
         tool_choice="required",
         text={"format": {"type": "json_schema", "name": "Weather", "schema": ANSWER_SCHEMA, "strict": True}},
-        temperature=0,
         max_output_tokens=300,
-    )
-    assert [item.type for item in response.output][:1] == ["function_call"]
-    assert not response.output_text
+    ):
+        assert [item.type for item in response.output][:1] == ["function_call"]
+        assert not response.output_text
 
 
 def test_item2_auto_with_a_response_format_takes_either_branch(client: openai.OpenAI) -> None:
@@ -271,19 +287,12 @@ def test_item2_auto_with_a_response_format_takes_either_branch(client: openai.Op
     _no_markup(content)
     text_format = {"format": {"type": "json_schema", "name": "Weather", "schema": ANSWER_SCHEMA, "strict": True}}
     tools = [{"type": "function", **WEATHER["function"]}]
-    response = client.responses.create(
-        model=MODEL, input=extract, tools=tools, text=text_format, temperature=0, max_output_tokens=100
-    )
-    assert json.loads(response.output_text) == {"city": "Paris", "temperature_c": 21}
-    response = client.responses.create(
-        model=MODEL,
-        input="What is the weather in Paris?",
-        tools=tools,
-        text=text_format,
-        temperature=0,
-        max_output_tokens=300,
-    )
-    assert response.output and all(item.type == "function_call" for item in response.output)
+    for response in _responses_both(client, input=extract, tools=tools, text=text_format, max_output_tokens=100):
+        assert json.loads(response.output_text) == {"city": "Paris", "temperature_c": 21}
+    for response in _responses_both(
+        client, input="What is the weather in Paris?", tools=tools, text=text_format, max_output_tokens=300
+    ):
+        assert response.output and all(item.type == "function_call" for item in response.output)
 
 
 def test_item3_a_named_tool_choice_yields_exactly_one_call(client: openai.OpenAI) -> None:
@@ -295,6 +304,14 @@ def test_item3_a_named_tool_choice_yields_exactly_one_call(client: openai.OpenAI
     # required with parallel calls: at most limits.max_parallel_tool_calls (8), the turn ends after one.
     many = _chat(client, messages=ASK, tools=[WEATHER], tool_choice="required", max_tokens=400)
     assert 1 <= len(many.choices[0].message.tool_calls) <= 8 and many.choices[0].finish_reason == "tool_calls"
+    for response in _responses_both(
+        client,
+        input="What is the weather in Paris?",
+        tools=[{"type": "function", **WEATHER["function"]}],
+        tool_choice={"type": "function", "name": "get_weather"},
+        max_output_tokens=300,
+    ):
+        assert [item.type for item in response.output] == ["function_call"] and response.status == "completed"
 
 
 def test_item4_a_call_cut_by_max_tokens_leaves_no_markup(client: openai.OpenAI) -> None:
@@ -307,16 +324,14 @@ def test_item4_a_call_cut_by_max_tokens_leaves_no_markup(client: openai.OpenAI) 
     content, calls, finish = _streamed(client, messages=ASK, tools=[WEATHER], tool_choice="required", max_tokens=30)
     assert finish == "length" and len(calls) == 1
     _no_markup(content)
-    response = client.responses.create(
-        model=MODEL,
+    for response in _responses_both(
+        client,
         input="What is the weather in Paris?",
         tools=[{"type": "function", **WEATHER["function"]}],
         tool_choice="required",
-        temperature=0,
         max_output_tokens=30,
-    )
-    assert response.status == "incomplete"
-    _no_markup(response.output_text)
+    ):
+        assert response.status == "incomplete"
 
 
 def test_item6_real_tool_schemas_with_annotations(client: openai.OpenAI) -> None:
