@@ -3,7 +3,7 @@
 The process is spawned (never forked: the server's threads and OpenVINO do not survive a fork) with
 the graph; frames to it go through `outbox` and a thread of their own, since `send_bytes` blocks
 while the pipe is full and a large prompt must not hold the loop; frames from it are read on the
-loop (`loop.add_reader`) and handed to `on_message` one decoded message at a time. When the pipe
+loop (`loop.add_reader`, `frames.FrameReader`) and handed to `on_message` one decoded message at a time. When the pipe
 closes (the process exited or died), `on_exit` is called once. `EngineClient` owns one at a time
 and decides what an exit means (a crash to restart after, a failed load, a stop).
 """
@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from appliance.engine.frames import FrameReader
 from appliance.engine.messages import Shutdown, decode_from_engine, encoder
 from appliance.engine.process import main as run_engine
 from appliance.graphfiles import Graph
@@ -43,6 +44,7 @@ class EngineProcess:
         self._process.start()
         child_conn.close()
         self._conn = parent_conn
+        self._frames = FrameReader(parent_conn.fileno())
         self.outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
         """Frames for the engine, in order; None ends the writer thread."""
         threading.Thread(
@@ -70,6 +72,7 @@ class EngineProcess:
         """Stop reading from the process: `on_exit` will not be called."""
         if self._conn is not None:
             self._loop.remove_reader(self._conn.fileno())
+            self._frames.close()
             self._conn.close()
             self._conn = None
 
@@ -88,8 +91,10 @@ class EngineProcess:
     def _on_readable(self) -> None:
         try:
             # A message may detach this process (its handler stops or unloads the engine).
-            while self._conn is not None and self._conn.poll():
-                self._on_message(decode_from_engine(self._conn.recv_bytes()))
+            for frame in self._frames.read():
+                if self._conn is None:
+                    break
+                self._on_message(decode_from_engine(frame))
         except (EOFError, OSError):
             if self._conn is not None:
                 self.detach()
