@@ -140,3 +140,23 @@ def test_bench_multi_turn_with_prefix_caching_on_and_off(smol_root: Path, tmp_pa
         assert prompts[0] >= 32 and all(later >= earlier + 32 for earlier, later in zip(prompts, prompts[1:])), prompts
         assert all(turn["ttft_ms"]["median"] > 0 for turn in turns)
     assert set(level["prefix_cache_over_none"]) == {"last_turn_ttft_mean", "last_turn_ttft_median"}
+
+
+def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Path) -> None:
+    graph = tmp_path / "demo-embed.toml"
+    source = (retrieval_root / "graphs" / "demo-embed.toml").read_text()
+    graph.write_text(source.replace('model_path = "../models/', f'model_path = "{retrieval_root.resolve()}/models/'))
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "appliance", "bench", "--graph", str(graph),
+            "--concurrency", "1,4", "--requests", "8", "--prompt-tokens", "16",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0][0].strip() == "concurrency"
+    for row in rows[1:]:
+        concurrency, requests, served, tokens, per_call, raw, ratio = (cell.strip().replace(",", "") for cell in row)
+        assert int(requests) == 8 and float(served) > 0 and float(raw) > 0 and float(ratio) > 0, row
+        assert 1 <= float(per_call) <= int(concurrency), row  # texts per pipeline call: the server's batching

@@ -80,9 +80,9 @@ def run_embedding_bench(
         count = requests or max(64, 4 * level)
         texts = texts_for(count, prompt_tokens, seed + level)
         result = EmbeddingLevel(concurrency=level, requests=count)
-        steps = _steps(url, graph.name, headers)
-        asyncio.run(_serve(url, model or graph.name, texts, level, headers, result))
-        result.served_calls = _steps(url, graph.name, headers) - steps
+        asyncio.run(
+            _serve(url, model or graph.name, texts, level, headers, result, lambda: _steps(url, graph.name, headers))
+        )
         say(f"served c={level}: {result.served_inputs_per_s:.1f} inputs/s in {result.served_calls} pipeline calls")
         results.append(result)
     if raw:
@@ -90,7 +90,17 @@ def run_embedding_bench(
     return results
 
 
-async def _serve(url: str, model: str, texts: list[str], level: int, headers: dict, result: EmbeddingLevel) -> None:
+async def _serve(
+    url: str,
+    model: str,
+    texts: list[str],
+    level: int,
+    headers: dict,
+    result: EmbeddingLevel,
+    steps: Callable[[], int],
+) -> None:
+    """The level's texts sent by `level` clients; `steps()` is the server's pipeline calls so
+    far (read after the warm-up, so its call is not counted as the level's)."""
     # One keep-alive connection per client, through the bench's own light HTTP client: httpx took
     # 1.2-1.4 ms of the box's CPU per request (more than the server's own 0.9 ms), which the
     # served figures then paid and the raw baseline did not.
@@ -109,9 +119,11 @@ async def _serve(url: str, model: str, texts: list[str], level: int, headers: di
         finally:
             await connection.close()
 
+    calls = steps()
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(level)))
     result.served_seconds = time.perf_counter() - started
+    result.served_calls = steps() - calls
 
 
 async def _embed(connection: HTTPConnection, payload: dict) -> dict:
