@@ -170,6 +170,19 @@ def test_count_tokens_is_the_prompt_a_create_reads(client: anthropic.Anthropic) 
     assert without_tools.input_tokens < counted.input_tokens
 
 
+def test_consecutive_user_turns_are_combined_as_anthropic_does(client: anthropic.Anthropic) -> None:
+    two_turns = [{"role": "user", "content": "What is the capital"}, {"role": "user", "content": " of France?"}]
+    one_turn = [{"role": "user", "content": [{"type": "text", "text": "What is the capital"},
+                                             {"type": "text", "text": " of France?"}]}]  # fmt: skip
+    counted = [client.messages.count_tokens(model=SMOL, messages=turns).input_tokens for turns in (two_turns, one_turn)]
+    assert counted[0] == counted[1] > 0
+    answers = [
+        client.messages.create(model=SMOL, messages=turns, max_tokens=16, extra_body=GREEDY)
+        for turns in (two_turns, one_turn)
+    ]
+    assert answers[0].content[0].text == answers[1].content[0].text
+
+
 def test_errors_take_anthropics_shape(server: RunningServer, client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as missing:
         client.post("/v1/messages", cast_to=httpx.Response, body={"model": SMOL, "messages": ASK_WEATHER})

@@ -7,7 +7,8 @@ result comes before the text that follows it); an assistant turn's text, `tool_u
 blocks become one assistant message (its text, its tool calls with the input as JSON text, its
 `reasoning_content`, which templates that render reasoning show and others ignore).
 `redacted_thinking` is dropped: it is Anthropic's encrypted reasoning, which no model here can
-read. Images keep the chat plan's checks and guards: a base64 source becomes a data URL, a url
+read. Consecutive turns of the same role are combined into one, as Anthropic's API does (many chat
+templates refuse two user or two assistant messages in a row). Images keep the chat plan's checks and guards: a base64 source becomes a data URL, a url
 source the URL itself (http(s) under the SSRF policy, or a local file inside the allowed
 directory). An error the chat plan raises about `messages[k].content[j]` names the block it
 came from (`messages[i].content[b]`).
@@ -51,11 +52,11 @@ __all__ = ["ChatMessages", "chat_messages"]
 @dataclass
 class _Origin:
     """Where one chat message came from: a request path, and for each of its parts or tool calls
-    the index of the block it came from."""
+    the path of the block it came from."""
 
     path: str
-    blocks: list[int] = field(default_factory=list)
-    calls: list[int] = field(default_factory=list)
+    blocks: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,8 +67,26 @@ class ChatMessages:
     origins: list[_Origin] = field(default_factory=list)
 
     def add(self, message: Message, origin: _Origin) -> None:
-        self.messages.append(message)
-        self.origins.append(origin)
+        last = self.messages[-1] if self.messages else None
+        if isinstance(message, UserMessage) and isinstance(last, UserMessage):
+            first = self.origins[-1]
+            parts = _parts(last, first) + _parts(message, origin)
+            self.messages[-1] = UserMessage(content=parts)
+            self.origins[-1] = _Origin(first.path, first.blocks + origin.blocks)
+        elif isinstance(message, AssistantMessage) and isinstance(last, AssistantMessage):
+            calls = (last.tool_calls or []) + (message.tool_calls or [])
+            texts = [turn.content for turn in (last, message) if turn.content]
+            reasoning = [turn.reasoning_content for turn in (last, message) if turn.reasoning_content]
+            self.messages[-1] = AssistantMessage(
+                content="".join(texts) if texts or not calls else None,
+                tool_calls=calls or None,
+                reasoning_content="\n".join(reasoning) or None,
+            )
+            first = self.origins[-1]
+            self.origins[-1] = _Origin(first.path, calls=first.calls + origin.calls)
+        else:
+            self.messages.append(message)
+            self.origins.append(origin)
 
     def field_name(self, param: str) -> str:
         """A chat request's field path, named as the Messages request names it (`chat.FieldNames`)."""
@@ -83,11 +102,11 @@ class ChatMessages:
         part = _PART.match(rest)
         if part is not None and origin.blocks:
             number = int(part.group(1))
-            block = origin.blocks[number] if number < len(origin.blocks) else number
-            return f"{origin.path}.content[{block}]" + _IMAGE_URL.sub(".source", part.group(2))
+            block = origin.blocks[number] if number < len(origin.blocks) else f"{origin.path}.content[{number}]"
+            return block + _IMAGE_URL.sub(".source", part.group(2))
         call = TOOL_CALL.match(rest)
         if call is not None and int(call.group(1)) < len(origin.calls):
-            return f"{origin.path}.content[{origin.calls[int(call.group(1))]}]" + (".input" if call.group(2) else "")
+            return origin.calls[int(call.group(1))] + (".input" if call.group(2) else "")
         if isinstance(self.messages[index], ToolMessage | SystemMessage):
             return origin.path  # a tool_result block or the system prompt: its text as a whole
         return origin.path + rest
@@ -138,6 +157,15 @@ def _tool_result(block: ToolResultBlock, path: str) -> ToolMessage:
     return ToolMessage(content=f"Error: {text}" if block.is_error else text, tool_call_id=block.tool_use_id)
 
 
+def _parts(message: UserMessage, origin: _Origin) -> list:
+    """A user message's content as parts (a string is one text part), with `origin.blocks` filled
+    in for a string (its path names it)."""
+    if isinstance(message.content, str):
+        origin.blocks[:] = [f"{origin.path}.content"]
+        return [TextPart(text=message.content)]
+    return list(message.content)
+
+
 def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
     if isinstance(message.content, str):
         result.add(UserMessage(content=message.content), _Origin(path))
@@ -161,7 +189,7 @@ def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
                 f"A user message holds text, image and tool_result blocks, not '{block.__struct_config__.tag}'.",
                 param=f"{where}.type",
             )
-        origin.blocks.append(index)
+        origin.blocks.append(where)
     if parts:
         result.add(UserMessage(content=parts), origin)
 
@@ -179,7 +207,7 @@ def _assistant_turn(message: MessageParam, path: str, result: ChatMessages) -> N
         elif isinstance(block, ToolUseBlock):
             arguments = json.dumps(block.input, ensure_ascii=False)
             calls.append(ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=arguments)))
-            origin.calls.append(index)
+            origin.calls.append(where)
         elif isinstance(block, ThinkingBlock):
             reasoning.append(block.thinking)
         elif not isinstance(block, RedactedThinkingBlock):
