@@ -1,13 +1,24 @@
-"""`POST /v1/embeddings` (OpenAI) and `POST /v1/rerank` (Cohere/Jina, as vLLM and OVMS serve it),
-also under /v3 (OpenVINO Model Server's prefix) and, for rerank, bare `/rerank` (llama.cpp)."""
+"""`POST /v1/embeddings` (OpenAI), `POST /v1/rerank` (Cohere/Jina, as vLLM and OVMS serve it) and
+`POST /v1/score` (vLLM's), also under /v3 (OpenVINO Model Server's prefix) and bare (`/rerank` is
+llama.cpp's, `/score` vLLM's)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from litestar import Request, post
 
 from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request, unless_disconnected
-from appliance.protocol.retrieval import CreateEmbeddingResponse, EmbeddingRequest, RerankRequest, RerankResponse
+from appliance.protocol.retrieval import (
+    CreateEmbeddingResponse,
+    EmbeddingRequest,
+    RerankRequest,
+    RerankResponse,
+    ScoreRequest,
+    ScoreResponse,
+)
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import retrieval as service
 
@@ -16,22 +27,27 @@ __all__ = ["routes"]
 
 @post(["/v1/embeddings", "/v3/embeddings", "/embeddings"], status_code=200)
 async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbeddingResponse:
-    body = decode_body(await request.body(), EmbeddingRequest)
-    record = record_request(body.model, body.user)
-    response, answered = await unless_disconnected(request, service.embed(models.get(body.model), body))
-    if record is not None:
-        record.streams = [answered]
-    return response
+    return await _answer(request, models, EmbeddingRequest, service.embed)
 
 
 @post(["/v1/rerank", "/v3/rerank", "/rerank", "/v2/rerank"], status_code=200)
 async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
-    body = decode_body(await request.body(), RerankRequest)
-    record = record_request(body.model, None)
-    response, answered = await unless_disconnected(request, service.rerank(models.get(body.model), body))
+    return await _answer(request, models, RerankRequest, service.rerank)
+
+
+@post(["/v1/score", "/v3/score", "/score"], status_code=200)
+async def score(request: Request, models: ModelRegistry) -> ScoreResponse:
+    return await _answer(request, models, ScoreRequest, service.score)
+
+
+async def _answer(request: Request, models: ModelRegistry, body_type: type, serve: Callable) -> Any:
+    """The body decoded as `body_type`, answered by `serve(engine, body)`, and the access log told."""
+    body = decode_body(await request.body(), body_type)
+    record = record_request(body.model, getattr(body, "user", None))
+    response, answered = await unless_disconnected(request, serve(models.get(body.model), body))
     if record is not None:
         record.streams = [answered]
     return response
 
 
-routes = [embeddings, rerank]
+routes = [embeddings, rerank, score]

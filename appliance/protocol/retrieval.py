@@ -1,5 +1,6 @@
-"""Embeddings (OpenAI's `POST /v1/embeddings`) and rerank (`POST /v1/rerank`, the shape Cohere and
-Jina defined and vLLM, llama.cpp and OpenVINO Model Server serve): request and response structs.
+"""Embeddings (OpenAI's `POST /v1/embeddings`), rerank (`POST /v1/rerank`, the shape Cohere and
+Jina defined and vLLM, llama.cpp and OpenVINO Model Server serve) and score (`POST /v1/score`,
+vLLM's): request and response structs.
 
 `input` is declared loosely (a string or a list) because msgspec cannot tell apart a union of list
 types; `service.embeddings` checks its items and names the one at fault (`input[3]`).
@@ -21,6 +22,10 @@ __all__ = [
     "RerankResponse",
     "RerankResult",
     "RerankUsage",
+    "Score",
+    "ScoreRequest",
+    "ScoreResponse",
+    "ScoreUsage",
 ]
 
 
@@ -84,3 +89,33 @@ class RerankResponse(Struct, kw_only=True):
     model: str
     usage: RerankUsage
     results: list[RerankResult]
+
+
+class ScoreRequest(_Request):
+    """vLLM's score API: `text_1` against `text_2`. A string on one side is paired with every text
+    on the other; two lists are paired item by item (a list of one counts as a string)."""
+
+    model: str
+    text_1: str | list[str]
+    text_2: str | list[str]
+
+
+class Score(Struct, kw_only=True):
+    index: int
+    object: Literal["score"] = "score"
+    score: float
+
+
+class ScoreUsage(Struct, kw_only=True):
+    prompt_tokens: int
+    total_tokens: int
+    completion_tokens: int = 0
+
+
+class ScoreResponse(Struct, kw_only=True):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[Score]
+    usage: ScoreUsage

@@ -1,5 +1,5 @@
-"""Embeddings and rerank on their engine: requests checked and bounded before the engine sees
-them, answers in OpenAI's (embeddings) and Cohere/Jina's (rerank) shapes.
+"""Embeddings, rerank and score on their engine: requests checked and bounded before the engine
+sees them, answers in OpenAI's (embeddings), Cohere/Jina's (rerank) and vLLM's (score) shapes.
 
 Bounds checked here, in the server, before anything is sent: the number of texts
 (`limits.max_inputs_per_request`), the characters of each (`limits.max_prompt_chars`, by default
@@ -11,6 +11,7 @@ that embeds. Token counts are checked by the engine (`engine/retrieval.py`).
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -28,10 +29,14 @@ from appliance.protocol.retrieval import (
     RerankResponse,
     RerankResult,
     RerankUsage,
+    Score,
+    ScoreRequest,
+    ScoreResponse,
+    ScoreUsage,
 )
 from appliance.service.prompt_limits import check_prompt
 
-__all__ = ["CHARS_PER_REQUEST_TOKEN", "Answered", "embed", "rerank"]
+__all__ = ["CHARS_PER_REQUEST_TOKEN", "Answered", "embed", "rerank", "score"]
 
 CHARS_PER_REQUEST_TOKEN = 8
 """Characters a request's texts may hold together, per token of `limits.max_request_tokens`
@@ -108,6 +113,78 @@ async def rerank(engine: EngineClient, request: RerankRequest) -> tuple[RerankRe
     return response, Answered(answer.prompt_tokens)
 
 
+async def score(engine: EngineClient, request: ScoreRequest) -> tuple[ScoreResponse, Answered]:
+    """Each pair of `text_1` and `text_2` scored: by the cross-encoder of a rerank graph (the
+    relevance score /v1/rerank gives), or as the cosine similarity of an embedding graph's vectors
+    (as vLLM scores with embedding models)."""
+    if engine.graph.task not in ("rerank", "embed"):
+        engine.require("rerank")  # the 400 naming what this model serves
+    pairs = _pairs(request.text_1, request.text_2)
+    firsts = list(dict.fromkeys(first for first, _ in pairs))
+    seconds = [second for _, second in pairs]
+    limit = engine.graph.limits.max_inputs_per_request
+    if len(pairs) > limit:
+        raise InvalidRequest(
+            f"The request pairs {len(pairs)} texts; model '{engine.name}' scores at most {limit} per request.",
+            param="text_2",
+            code="array_above_max_length",
+        )
+    sides = {
+        name: [value] if isinstance(value, str) else value
+        for name, value in (("text_1", request.text_1), ("text_2", request.text_2))
+    }
+    for param, texts in sides.items():
+        _check_texts(engine, texts, param)
+    _check_total(engine, firsts + seconds, "text_2")
+    scores = [0.0] * len(pairs)
+    tokens = 0
+    if engine.graph.task == "rerank":
+        for first in firsts:  # one call per distinct text_1: its documents are scored together
+            indexes = [index for index, (text, _) in enumerate(pairs) if text == first]
+            answer = await engine.rerank(first, [pairs[index][1] for index in indexes])
+            tokens += answer.prompt_tokens
+            for index, value in zip(indexes, answer.scores, strict=True):
+                scores[index] = float(value)
+    else:
+        texts = list(dict.fromkeys(firsts + seconds))
+        answer = await engine.embed(texts)
+        tokens = answer.prompt_tokens
+        vectors = np.frombuffer(answer.vectors, dtype="<f4").reshape(-1, answer.size)
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        row = {text: vectors[index] for index, text in enumerate(texts)}
+        scores = [float(row[first] @ row[second]) for first, second in pairs]
+    response = ScoreResponse(
+        id=f"score-{uuid.uuid4().hex}",
+        created=int(time.time()),
+        model=engine.name,
+        data=[Score(index=index, score=value) for index, value in enumerate(scores)],
+        usage=ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
+    )
+    return response, Answered(tokens)
+
+
+def _pairs(first: str | list[str], second: str | list[str]) -> list[tuple[str, str]]:
+    """vLLM's pairing: a string (or a list of one) on one side goes with every text of the other;
+    two longer lists go item by item and must be as long as each other."""
+    firsts = [first] if isinstance(first, str) else first
+    seconds = [second] if isinstance(second, str) else second
+    for name, texts in (("text_1", firsts), ("text_2", seconds)):
+        if not texts:
+            raise InvalidRequest(f"`{name}` is an empty list.", param=name, code="empty_array")
+    if len(firsts) == 1:
+        return [(firsts[0], text) for text in seconds]
+    if len(seconds) == 1:
+        return [(text, seconds[0]) for text in firsts]
+    if len(firsts) != len(seconds):
+        raise InvalidRequest(
+            f"`text_1` holds {len(firsts)} texts and `text_2` {len(seconds)}: lists are paired item by item "
+            "and must be as long as each other (or one side a single text).",
+            param="text_2",
+            code="invalid_value",
+        )
+    return list(zip(firsts, seconds, strict=True))
+
+
 def _inputs(value: str | list) -> list[str | list[int]]:
     """The texts of an embeddings `input`: a string, strings, token ids, or lists of token ids."""
     if isinstance(value, str):
@@ -153,6 +230,11 @@ def _check_texts(engine: EngineClient, texts: list[str], param: str) -> None:
                 f"`{param}[{index}]` is an empty string.", param=f"{param}[{index}]", code="invalid_value"
             )
         check_prompt(text, engine.graph, engine.max_context, f"{param}[{index}]")
+    _check_total(engine, texts, param)
+
+
+def _check_total(engine: EngineClient, texts: list[str], param: str) -> None:
+    limits = engine.graph.limits
     chars = sum(map(len, texts))
     bound = limits.max_request_tokens * CHARS_PER_REQUEST_TOKEN
     if chars > bound:

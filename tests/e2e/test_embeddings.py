@@ -143,6 +143,47 @@ def test_rerank(server: RunningServer) -> None:
     assert all("document" not in result for result in top)
 
 
+def test_score_with_a_cross_encoder_is_the_rerank_score(server: RunningServer) -> None:
+    documents = ["a kitten on a rug", "stock prices fell", "cats purr"]
+    ranked = httpx.post(
+        f"{server.url}/v1/rerank", json={"model": "demo-rerank", "query": "cat", "documents": documents}, timeout=30
+    ).json()["results"]
+    by_index = {result["index"]: result["relevance_score"] for result in ranked}
+    for path in ("/v1/score", "/v3/score", "/score"):
+        answer = httpx.post(
+            f"{server.url}{path}", json={"model": "demo-rerank", "text_1": "cat", "text_2": documents}, timeout=30
+        ).json()
+        assert [item["index"] for item in answer["data"]] == [0, 1, 2]
+        assert all(item["object"] == "score" for item in answer["data"]) and answer["object"] == "list"
+        assert [item["score"] for item in answer["data"]] == pytest.approx([by_index[i] for i in range(3)], abs=1e-5)
+        assert answer["usage"]["prompt_tokens"] == answer["usage"]["total_tokens"] > 0
+    # Two lists pair item by item: each pair scores as a rerank of its own.
+    pairwise = httpx.post(
+        f"{server.url}/v1/score",
+        json={"model": "demo-rerank", "text_1": ["cat", "money"], "text_2": ["cats purr", "stock prices fell"]},
+        timeout=30,
+    ).json()["data"]
+    for item, (query, document) in zip(pairwise, [("cat", "cats purr"), ("money", "stock prices fell")], strict=True):
+        alone = httpx.post(
+            f"{server.url}/v1/rerank",
+            json={"model": "demo-rerank", "query": query, "documents": [document]},
+            timeout=30,
+        ).json()["results"][0]["relevance_score"]
+        assert item["score"] == pytest.approx(alone, abs=1e-5)
+
+
+def test_score_with_an_embedding_model_is_the_cosine_of_its_vectors(server: RunningServer) -> None:
+    vectors = _vectors(server.client().embeddings.create(model="demo-embed", input=SENTENCES[:3]))
+    answer = httpx.post(
+        f"{server.url}/v1/score",
+        json={"model": "demo-embed", "text_1": SENTENCES[0], "text_2": SENTENCES[1:3]},
+        timeout=30,
+    ).json()
+    scores = [item["score"] for item in answer["data"]]
+    assert scores == pytest.approx(list(_cosines(vectors[:1], vectors[1:3])), abs=1e-4)
+    assert scores[0] > scores[1]  # the kitten on a rug is nearer the cat on the mat than stock prices
+
+
 @pytest.mark.parametrize(
     ("path", "body", "param"),
     [
@@ -170,6 +211,12 @@ def test_rerank(server: RunningServer) -> None:
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": [3]}, "documents[0]"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["x"], "top_n": 0}, "top_n"),
         ("/v1/rerank", {"model": "demo-embed", "query": "a", "documents": ["x"]}, "model"),
+        ("/v1/score", {"model": "demo-rerank", "text_1": ["a", "b"], "text_2": ["x", "y", "z"]}, "text_2"),
+        ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": []}, "text_2"),
+        ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": ["x"] * (MAX_INPUTS + 1)}, "text_2"),
+        ("/v1/score", {"model": "demo-embed", "text_1": "", "text_2": "x"}, "text_1[0]"),
+        ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": 3}, "text_2"),
+        ("/v1/score", {"model": "demo-chat", "text_1": "a", "text_2": "b"}, "model"),
     ],
 )
 def test_bad_inputs_are_400s(server: RunningServer, path: str, body: dict, param: str) -> None:
