@@ -12,7 +12,7 @@
 #                  bundle built with scripts/bundle.sh --export, so that `appliance export` works on
 #                  the box (from a local model folder); a checkout's setup.sh always installs them
 #   --demo         also build the demo models and install their graphs (from a bundle: demo-smol,
-#                  when the bundle was built with --demo; from a checkout: demo-chat, demo-vision, demo-smol)
+#                  when the bundle was built with --demo; from a checkout: demo-chat, demo-vision, demo-smol, demo-embed, demo-rerank)
 #   --no-start     install and enable, but do not start now
 # DESTDIR=/some/root installs into a staging root and skips systemctl (packaging and tests);
 # SKIP_SETUP=1 skips creating the virtual environment (tests).

@@ -162,8 +162,8 @@ def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
     assert not (tmp_path / "models" / "demo-chat").exists()
 
 
-def test_default_demos_are_chat_vision_and_smol() -> None:
-    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol")
+def test_default_demos_are_chat_vision_smol_and_retrieval() -> None:
+    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank")
 
 
 def test_demo_vision_model_and_graph(demo_root: Path) -> None:

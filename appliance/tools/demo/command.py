@@ -25,7 +25,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--models",
         default=",".join(DEFAULT_DEMOS),
-        help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup, demo-embed, demo-rerank)",
+        help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when the output is current")
     return parser
