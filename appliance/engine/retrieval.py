@@ -53,6 +53,21 @@ _COUNT_CHUNK = 32
 
 
 @dataclass
+class _Texts:
+    """A request's texts, before their tokens are counted."""
+
+    request_id: int
+    field: str
+    """The request field they came from (`input`, `documents`), for errors."""
+    texts: list[str]
+    query: str = ""
+
+    def all_texts(self) -> list[str]:
+        """What the tokenizer counts: the query first (rerank), then the texts."""
+        return [self.query, *self.texts] if self.query else self.texts
+
+
+@dataclass
 class _Work:
     """One embeddings or rerank request: its texts, their token counts, results so far."""
 
@@ -102,15 +117,23 @@ class RetrievalEngine:
         last_stats = 0.0
         while True:
             events: list[EngineEvent] = []
+            arrived: list[Embed | Rerank] = []
             try:
                 command = inbox.get(timeout=STATS_INTERVAL_S) if not self._works else inbox.get_nowait()
                 while True:
                     if isinstance(command, Shutdown):
                         return
-                    self._handle(command, events)
+                    if isinstance(command, Cancel):
+                        arrived = [waiting for waiting in arrived if waiting.request_id != command.request_id]
+                        self._cancel(command.request_id)
+                    elif isinstance(command, Embed | Rerank):
+                        arrived.append(command)
+                    # Submit, Tokenize and Detokenize never reach here: the server refuses them for this graph.
                     command = inbox.get_nowait()
             except queue.Empty:
                 pass
+            if arrived:
+                self._admit(arrived, events)
             if self._works:
                 self._call(events)
             if events:
@@ -122,46 +145,58 @@ class RetrievalEngine:
                 stats = Stats(running=len(self._works), kv_cache_usage=0.0, steps=self._calls, waiting=waiting)
                 conn.send_bytes(encoder.encode(stats))
 
-    def _handle(self, command: object, events: list[EngineEvent]) -> None:
-        if isinstance(command, Cancel):
-            work = self._works.pop(command.request_id, None)
-            if work is not None:
-                work.cancelled = True
-        elif isinstance(command, Embed | Rerank):
-            work = self._prepare(command)
+    def _cancel(self, request_id: int) -> None:
+        work = self._works.pop(request_id, None)
+        if work is not None:
+            work.cancelled = True
+
+    def _admit(self, commands: list[Embed | Rerank], events: list[EngineEvent]) -> None:
+        """Prepare the requests that arrived in this turn, their texts counted in one tokenizer
+        call: a call per request cost 0.49 ms per text (64-token texts, MiniLM's tokenizer, 2
+        cores) against 0.05 ms in calls of 32, on the thread that feeds the pipeline."""
+        prepared = [self._texts(command) for command in commands]
+        texts = [text for item in prepared if not isinstance(item, Rejected) for text in item.all_texts()]
+        counts = iter(self._count(texts))
+        for item in prepared:
+            if isinstance(item, Rejected):
+                events.append(item)
+                continue
+            work = self._bounded(item, [next(counts) for _ in item.all_texts()])
             if isinstance(work, Rejected):
                 events.append(work)
             else:
                 self._works[work.request_id] = work
                 self._queue.extend((work, index) for index in range(len(work.texts)))
-        # Submit, Tokenize and Detokenize never reach here: the server refuses them for this graph.
 
     # -- preparing a request ----------------------------------------------------------------
 
-    def _prepare(self, command: Embed | Rerank) -> _Work | Rejected:
+    def _texts(self, command: Embed | Rerank) -> _Texts | Rejected:
+        """A request's texts as the model will read them (instructions put before them, token ids
+        decoded), or its rejection (an id outside the vocabulary)."""
         request_id = command.request_id
-        config, limits = self.config, self.graph.limits
-        if isinstance(command, Embed):
-            field_name = "input"
-            texts = []
-            for index, text in enumerate(command.texts):
-                if isinstance(text, list):
-                    unknown = next((token for token in text if not 0 <= token < self.vocab_size), None)
-                    if unknown is not None:
-                        message = f"Token id {unknown} is not in this model's vocabulary ({self.vocab_size} tokens)."
-                        return _rejected(request_id, message, "invalid_value", f"input[{index}]")
-                    text = self.tokenizer.decode(text, skip_special_tokens=True)
-                texts.append(text)
-            prefix = config.query_instruction if command.query else config.document_instruction
-            texts = [prefix + text for text in texts]
-            extra = 0
-            query = ""
-        else:
-            field_name = "documents"
+        config = self.config
+        if isinstance(command, Rerank):
             texts = [config.document_instruction + text for text in command.documents]
-            query = config.query_instruction + command.query
-            extra = self._count([query])[0]
-        tokens = [extra + count for count in self._count(texts)]
+            return _Texts(request_id, "documents", texts, query=config.query_instruction + command.query)
+        texts = []
+        for index, text in enumerate(command.texts):
+            if isinstance(text, list):
+                unknown = next((token for token in text if not 0 <= token < self.vocab_size), None)
+                if unknown is not None:
+                    message = f"Token id {unknown} is not in this model's vocabulary ({self.vocab_size} tokens)."
+                    return _rejected(request_id, message, "invalid_value", f"input[{index}]")
+                text = self.tokenizer.decode(text, skip_special_tokens=True)
+            texts.append(text)
+        prefix = config.query_instruction if command.query else config.document_instruction
+        return _Texts(request_id, "input", [prefix + text for text in texts])
+
+    def _bounded(self, item: _Texts, counts: list[int]) -> _Work | Rejected:
+        """The request's work, given its texts' token counts (the query's first, for rerank), or
+        a 400 when a text or the whole is beyond the limits."""
+        config, limits = self.config, self.graph.limits
+        request_id, field_name = item.request_id, item.field
+        extra = counts[0] if item.query else 0
+        tokens = [extra + count for count in counts[1 if item.query else 0 :]]
         if not limits.truncate_inputs:
             for index, count in enumerate(tokens):
                 if count > config.max_length:
@@ -179,7 +214,7 @@ class RetrievalEngine:
                 f"{limits.max_request_tokens} per request. Send them in several requests."
             )
             return _rejected(request_id, message, "context_length_exceeded", field_name)
-        return _Work(request_id=request_id, texts=texts, tokens=tokens, query=query)
+        return _Work(request_id=request_id, texts=item.texts, tokens=tokens, query=item.query)
 
     def _count(self, texts: list[str]) -> list[int]:
         counts: list[int] = []
