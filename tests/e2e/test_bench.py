@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from appliance.tools.bench.workload import Prompt
 from tests.conftest import RunningServer
 
@@ -149,14 +151,22 @@ def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Pat
     result = subprocess.run(
         [
             sys.executable, "-m", "appliance", "bench", "--graph", str(graph),
-            "--concurrency", "1,4", "--requests", "8", "--prompt-tokens", "16",
+            "--concurrency", "1,4", "--requests", "8", "--prompt-tokens", "16", "--repeat", "2",
         ],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    assert rows[0][0].strip() == "concurrency"
-    for row in rows[1:]:
+    tables = result.stdout.split("| concurrency |")[1:]
+    assert len(tables) == 3 and "round 2 of 2" in result.stderr  # a table per round, then the rounds
+    rows = [line.split("|")[1:-1] for line in tables[0].splitlines()[2:] if line.startswith("| ")]
+    assert len(rows) == 2
+    for row in rows:
         concurrency, requests, served, tokens, per_call, raw, ratio = (cell.strip().replace(",", "") for cell in row)
         assert int(requests) == 8 and float(served) > 0 and float(raw) > 0 and float(ratio) > 0, row
         assert 1 <= float(per_call) <= int(concurrency), row  # texts per pipeline call: the server's batching
+    rounds = [line.split("|")[1:-1] for line in tables[2].splitlines()[2:] if line.startswith("| ")]
+    assert [row[0].strip() for row in rounds] == ["1", "4"]
+    for _, ratios, median, spread in rounds:
+        values = [float(value) for value in ratios.split(",")]
+        assert len(values) == 2 and min(values) <= float(median) <= max(values)
+        assert float(spread) == pytest.approx(max(values) - min(values), abs=0.011)

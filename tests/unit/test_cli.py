@@ -97,8 +97,8 @@ def test_chat_bench_flags_are_refused_on_an_embedding_graph(tmp_path: Path, caps
     (tmp_path / "model").mkdir()
     graph = tmp_path / "g.toml"
     graph.write_text('name = "e"\nmodel_path = "model"\npipeline = "TEXT_EMBEDDING"\n')
-    assert main(["bench", "--graph", str(graph), "--repeat", "2", "--rate", "1"]) == 2
-    assert "--rate, --repeat: not measured for an embedding graph" in capsys.readouterr().err
+    assert main(["bench", "--graph", str(graph), "--repeat", "2", "--rate", "1", "--plot", "p.png"]) == 2
+    assert "--rate, --plot: not measured for an embedding graph" in capsys.readouterr().err
 
 
 def test_the_command_line_starts_without_heavy_imports() -> None:

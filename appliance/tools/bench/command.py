@@ -166,7 +166,7 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     from contextlib import nullcontext
 
     from appliance.graphfiles import load_graph
-    from appliance.tools.bench.embeddings import run_embedding_bench, table
+    from appliance.tools.bench.embeddings import rounds_table, run_embedding_bench, table
     from appliance.tools.bench.local_server import LocalServer
 
     # The embeddings bench is a closed loop of one server against its raw pipeline: a flag of the
@@ -174,7 +174,6 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     chat_only = {
         "--rate": args.rate,
         "--multi-turn": args.multi_turn != 1,
-        "--repeat": args.repeat != 1,
         "--json": args.json,
         "--plot": args.plot,
         "--peer": args.peer,
@@ -187,19 +186,26 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
             f"{', '.join(given)}: not measured for an embedding graph (a closed loop against its raw pipeline)"
         )
     graph = load_graph(args.graph)
+    rounds = []
     with nullcontext(args.url) if args.url else LocalServer(graph) as url:
-        results = run_embedding_bench(
-            graph,
-            url,
-            levels,
-            requests=args.requests,
-            prompt_tokens=args.prompt_tokens,
-            seed=args.seed,
-            raw=not args.no_raw,
-            model=args.model,
-            api_key=args.api_key,
-        )
-    print(table(results))
+        for number in range(args.repeat):
+            if args.repeat > 1:
+                print(f"round {number + 1} of {args.repeat}", file=sys.stderr)
+            results = run_embedding_bench(
+                graph,
+                url,
+                levels,
+                requests=args.requests,
+                prompt_tokens=args.prompt_tokens,
+                seed=args.seed,
+                raw=not args.no_raw,
+                model=args.model,
+                api_key=args.api_key,
+            )
+            print(table(results))
+            rounds.append(results)
+    if len(rounds) > 1 and not args.no_raw:
+        print(rounds_table(rounds))
     return 0
 
 

@@ -175,3 +175,18 @@ def table(results: list[EmbeddingLevel]) -> str:
             f"| {r.raw_inputs_per_s:.1f} | {r.ratio:.2f} |"
         )
     return "\n".join(lines)
+
+
+def rounds_table(rounds: list[list[EmbeddingLevel]]) -> str:
+    """served/raw of each round (served then raw, in turns) per level, and their median: on a
+    shared machine one round decides little."""
+    lines = ["| concurrency | served/raw per round | median | spread (max - min) |", "|---|---|---|---|"]
+    for index, first in enumerate(rounds[0]):
+        ratios = [results[index].ratio for results in rounds]
+        ordered = sorted(ratios)
+        median = ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1 :][:2]) / 2
+        lines.append(
+            f"| {first.concurrency} | {', '.join(f'{ratio:.2f}' for ratio in ratios)} | {median:.2f} "
+            f"| {ordered[-1] - ordered[0]:.2f} |"
+        )
+    return "\n".join(lines)
