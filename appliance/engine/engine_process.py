@@ -3,8 +3,8 @@
 The process is spawned (never forked: the server's threads and OpenVINO do not survive a fork) with
 the graph; frames to it go through `outbox` and a thread of their own, since `send_bytes` blocks
 while the pipe is full and a large prompt must not hold the loop; frames from it are read on the
-loop (`loop.add_reader`, `frames.FrameReader`) and handed to `on_message` one decoded message at a time. When the pipe
-closes (the process exited or died), `on_exit` is called once. `EngineClient` owns one at a time
+loop (`loop.add_reader`, `frames.FrameReader`) and handed to `on_message` one decoded message at
+a time. When the pipe closes (the process exited or died), `on_exit` is called once. `EngineClient` owns one at a time
 and decides what an exit means (a crash to restart after, a failed load, a stop).
 """
 

@@ -119,9 +119,11 @@ async def score(engine: EngineClient, request: ScoreRequest) -> tuple[ScoreRespo
     (as vLLM scores with embedding models)."""
     if engine.graph.task not in ("rerank", "embed"):
         engine.require("rerank")  # the 400 naming what this model serves
-    pairs = _pairs(request.text_1, request.text_2)
-    firsts = list(dict.fromkeys(first for first, _ in pairs))
-    seconds = [second for _, second in pairs]
+    sides = {
+        name: [value] if isinstance(value, str) else value
+        for name, value in (("text_1", request.text_1), ("text_2", request.text_2))
+    }
+    pairs = _pairs(sides["text_1"], sides["text_2"])
     limit = engine.graph.limits.max_inputs_per_request
     if len(pairs) > limit:
         raise InvalidRequest(
@@ -129,24 +131,23 @@ async def score(engine: EngineClient, request: ScoreRequest) -> tuple[ScoreRespo
             param="text_2",
             code="array_above_max_length",
         )
-    sides = {
-        name: [value] if isinstance(value, str) else value
-        for name, value in (("text_1", request.text_1), ("text_2", request.text_2))
-    }
     for param, texts in sides.items():
         _check_texts(engine, texts, param)
-    _check_total(engine, firsts + seconds, "text_2")
+    by_first: dict[str, list[int]] = {}
+    for index, (first, _) in enumerate(pairs):
+        by_first.setdefault(first, []).append(index)
+    texts = [*by_first, *(second for _, second in pairs)]
+    _check_total(engine, texts, "text_2")
     scores = [0.0] * len(pairs)
     tokens = 0
     if engine.graph.task == "rerank":
-        for first in firsts:  # one call per distinct text_1: its documents are scored together
-            indexes = [index for index, (text, _) in enumerate(pairs) if text == first]
+        for first, indexes in by_first.items():  # one call per distinct text_1: its texts scored together
             answer = await engine.rerank(first, [pairs[index][1] for index in indexes])
             tokens += answer.prompt_tokens
             for index, value in zip(indexes, answer.scores, strict=True):
                 scores[index] = float(value)
     else:
-        texts = list(dict.fromkeys(firsts + seconds))
+        texts = list(dict.fromkeys(texts))
         answer = await engine.embed(texts)
         tokens = answer.prompt_tokens
         vectors = np.frombuffer(answer.vectors, dtype="<f4").reshape(-1, answer.size)
@@ -163,11 +164,9 @@ async def score(engine: EngineClient, request: ScoreRequest) -> tuple[ScoreRespo
     return response, Answered(tokens)
 
 
-def _pairs(first: str | list[str], second: str | list[str]) -> list[tuple[str, str]]:
-    """vLLM's pairing: a string (or a list of one) on one side goes with every text of the other;
-    two longer lists go item by item and must be as long as each other."""
-    firsts = [first] if isinstance(first, str) else first
-    seconds = [second] if isinstance(second, str) else second
+def _pairs(firsts: list[str], seconds: list[str]) -> list[tuple[str, str]]:
+    """vLLM's pairing: a single text (a string or a list of one) on one side goes with every text
+    of the other; two longer lists go item by item and must be as long as each other."""
     for name, texts in (("text_1", firsts), ("text_2", seconds)):
         if not texts:
             raise InvalidRequest(f"`{name}` is an empty list.", param=name, code="empty_array")

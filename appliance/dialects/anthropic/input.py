@@ -8,10 +8,10 @@ blocks become one assistant message (its text, its tool calls with the input as 
 `reasoning_content`, which templates that render reasoning show and others ignore).
 `redacted_thinking` is dropped: it is Anthropic's encrypted reasoning, which no model here can
 read. Consecutive turns of the same role are combined into one, as Anthropic's API does (many chat
-templates refuse two user or two assistant messages in a row). Images keep the chat plan's checks and guards: a base64 source becomes a data URL, a url
-source the URL itself (http(s) under the SSRF policy, or a local file inside the allowed
-directory). An error the chat plan raises about `messages[k].content[j]` names the block it
-came from (`messages[i].content[b]`).
+templates refuse two user or two assistant messages in a row). Images keep the chat plan's checks
+and guards: a base64 source becomes a data URL, a url source the URL itself (http(s) under the
+SSRF policy, or a local file inside the allowed directory). An error the chat plan raises about
+`messages[k].content[j]` names the block it came from (`messages[i].content[b]`).
 """
 
 from __future__ import annotations

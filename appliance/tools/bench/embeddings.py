@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -183,10 +184,8 @@ def rounds_table(rounds: list[list[EmbeddingLevel]]) -> str:
     lines = ["| concurrency | served/raw per round | median | spread (max - min) |", "|---|---|---|---|"]
     for index, first in enumerate(rounds[0]):
         ratios = [results[index].ratio for results in rounds]
-        ordered = sorted(ratios)
-        median = ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1 :][:2]) / 2
         lines.append(
-            f"| {first.concurrency} | {', '.join(f'{ratio:.2f}' for ratio in ratios)} | {median:.2f} "
-            f"| {ordered[-1] - ordered[0]:.2f} |"
+            f"| {first.concurrency} | {', '.join(f'{ratio:.2f}' for ratio in ratios)} | {statistics.median(ratios):.2f} "
+            f"| {max(ratios) - min(ratios):.2f} |"
         )
     return "\n".join(lines)
