@@ -15,6 +15,7 @@ from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
 from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
+from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
@@ -43,6 +44,15 @@ class CannotListen(Exception):
 
 def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
+    # First: threads started from here on (OpenVINO's for the device check included) inherit it.
+    pinned = pin_server(settings.server_cpus)
+    if pinned is not None:
+        log.info(
+            "server threads on CPU %s, engines on CPUs %s (server_cpus = %s)",
+            cpu_list(pinned[0]),
+            cpu_list(pinned[1]),
+            settings.server_cpus,
+        )
 
     def prepare(directory: Path) -> list[Graph]:
         return [

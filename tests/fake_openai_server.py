@@ -1,8 +1,9 @@
 """A tiny OpenAI-compatible server for the bench's peer tests: stdlib only, no model.
 
-    python tests/fake_openai_server.py PORT [--tokens-off-by N] [--fail-start]
+    python tests/fake_openai_server.py PORT [--tokens-off-by N] [--fail-start] [--loading-seconds S]
 
-`GET /v1/models` answers 200; `POST /v1/completions` streams `max_tokens` one-word chunks (a few ms
+`GET /v1/models` answers 200; `GET /health` 404, or with `--loading-seconds S` 503 for S seconds
+after the start (a server that lists its models while it loads), then 200; `POST /v1/completions` streams `max_tokens` one-word chunks (a few ms
 apart), then a usage chunk (`prompt_tokens` counted as space-separated words) and `data: [DONE]`,
 as the bench asks. `POST /v1/chat/completions` streams the same words as `delta.content`, its
 `prompt_tokens` the words of all the messages (so a conversation's history shows in the count).
@@ -23,11 +24,17 @@ class Handler(BaseHTTPRequestHandler):
     """HTTP/1.0: one request per connection, the body runs until the connection closes."""
 
     tokens_off_by = 0
+    ready_at: float | None = None
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:
+        if self.path == "/health" and self.ready_at is not None:
+            self.send_response(200 if time.monotonic() >= self.ready_at else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path != "/v1/models":
             self.send_error(404)
             return
@@ -71,11 +78,14 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--tokens-off-by", type=int, default=0)
     parser.add_argument("--fail-start", action="store_true")
+    parser.add_argument("--loading-seconds", type=float)
     args = parser.parse_args()
     if args.fail_start:
         print("fake server: refusing to start", flush=True)
         sys.exit(3)
     Handler.tokens_off_by = args.tokens_off_by
+    if args.loading_seconds is not None:
+        Handler.ready_at = time.monotonic() + args.loading_seconds
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"fake server listening on {args.port}", flush=True)
     server.serve_forever()

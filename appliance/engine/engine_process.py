@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from appliance.cpu_affinity import engine_cpus
 from appliance.engine.frames import FrameReader
 from appliance.engine.messages import Shutdown, decode_from_engine, encoder
 from appliance.engine.process import main as run_engine
@@ -37,7 +38,7 @@ class EngineProcess:
         parent_conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(
             target=run_engine,
-            args=(graph, child_conn, current_logging()),
+            args=(graph, child_conn, current_logging(), engine_cpus()),
             name=f"engine-{graph.name}",
             daemon=True,
         )

@@ -20,6 +20,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
+from appliance.cpu_affinity import restore_engine_cpus
 from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
 from appliance.engine.templates import template_tools
@@ -35,9 +36,16 @@ __all__ = ["main"]
 log = logging.getLogger("appliance.engine")
 
 
-def main(graph: Graph, conn: Connection, logging_setup: tuple[str, LogFormat] = ("info", "text")) -> None:
+def main(
+    graph: Graph,
+    conn: Connection,
+    logging_setup: tuple[str, LogFormat] = ("info", "text"),
+    cpus: frozenset[int] | None = None,
+) -> None:
     """Entry point of the engine process (multiprocessing spawn target); it logs as the server
-    does (`logging_setup`: level and format), so `log_format = "json"` covers its lines too."""
+    does (`logging_setup`: level and format), so `log_format = "json"` covers its lines too.
+    `cpus`: the CPUs to run on when the server pinned itself to fewer (`cpu_affinity`)."""
+    restore_engine_cpus(cpus)
     configure_logging(*logging_setup)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Ctrl+C reaches the whole process group: the server decides when its engines stop.

@@ -67,6 +67,19 @@ def test_peer_command_starts_answers_and_stops() -> None:
     assert peer_ready(url) is not None  # nothing listens any more
 
 
+def test_peer_listing_models_while_it_loads_is_ready_once_health_says_so() -> None:
+    # The appliance and vLLM answer /v1/models while loading, and 503 on /health until they can
+    # generate: warming up then would fail.
+    process = PeerProcess(Peer("loading", command=f"{FAKE_COMMAND} --loading-seconds 1.5"), ready_timeout=30)
+    with process as url:
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert peer_ready(url) is None
+    slow = PeerProcess(Peer("slow", command=f"{FAKE_COMMAND} --loading-seconds 60"), ready_timeout=1)
+    with pytest.raises(RuntimeError, match=r"did not answer 200 within 1 s \(last: HTTP 503 from /health\)"):
+        with slow:
+            pass
+
+
 def test_peer_command_that_exits_is_a_clear_error() -> None:
     peer = Peer("broken", command=f"{FAKE_COMMAND} --fail-start")
     with pytest.raises(RuntimeError, match=r"peer 'broken': .* exited with code 3 .*\n.*refusing to start"):

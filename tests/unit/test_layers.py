@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 # Each top-level package or module of `appliance`, by its place in the chain (a module may import
 # only what has the same or a larger number). The small modules the drawing leaves out sit where
 # their users need them: `connections` under `server` (its only user), `logs`, `metrics` and
-# `settings` just above `errors` (the engine logs and counts; they import `errors` at most), and
+# `settings` just above `errors` (the engine logs and counts; they import `errors` at most),
+# `cpu_affinity` with them (the server pins itself, an engine process takes its CPUs back), and
 # the package root (`__version__`) with `errors`. Protocol, media and grammar are used by the
 # service and use none of it, hence between it and the runtime.
 PLACE = {
@@ -43,6 +44,7 @@ PLACE = {
     "logs": 7.5,
     "metrics": 7.5,
     "settings": 7.5,
+    "cpu_affinity": 7.5,
     "errors": 8,
     "": 8,  # appliance/__init__.py
 }

@@ -97,3 +97,13 @@ def test_open_file_limit_leaves_room_for_every_connection() -> None:
     limit = re.search(r"^LimitNOFILE=(\d+)$", UNIT.read_text(), re.MULTILINE)
     assert limit, "the unit sets LimitNOFILE (systemd's default soft limit is 1024)"
     assert int(limit.group(1)) >= Settings().max_connections + 256
+
+
+def test_the_filter_lets_the_server_set_its_cpus() -> None:
+    # server_cpus calls sched_setaffinity, which ~@resources denies (SIGSYS, not EPERM): it must
+    # come back in an allow line after the deny list, which systemd applies in order.
+    filters = re.findall(r"^SystemCallFilter=(.*)$", UNIT.read_text(), re.MULTILINE)
+    denied = next(index for index, line in enumerate(filters) if line.startswith("~") and "@resources" in line)
+    assert any(not line.startswith("~") and "sched_setaffinity" in line.split() for line in filters[denied + 1 :]), (
+        filters
+    )

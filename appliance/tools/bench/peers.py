@@ -1,8 +1,9 @@
 """Peers: other OpenAI-compatible servers measured in the same run as the appliance.
 
 A peer is a name and a URL (`--peer NAME=URL`: already running), or a name and a shell command
-(`--peer-command NAME=COMMAND`) that the bench starts, waits on until `GET /v1/models` answers 200,
-drives, and stops (SIGTERM to its process group, SIGKILL after a grace period). A `{port}` in the
+(`--peer-command NAME=COMMAND`) that the bench starts, waits on until `GET /v1/models` answers 200
+(and `GET /health`, where the peer has it, no longer 503: servers that list their models while
+they load, as the appliance and vLLM do, answer 503 there until they can generate), drives, and stops (SIGTERM to its process group, SIGKILL after a grace period). A `{port}` in the
 command is replaced by a free local port and the peer's URL is then `http://127.0.0.1:{port}`;
 without one, `--peer-url NAME=URL` says where it listens. Nothing here knows any particular server:
 llama.cpp's `llama-server`, vLLM or another appliance are all just a command line and a URL.
@@ -28,6 +29,7 @@ __all__ = ["RESERVED_NAMES", "Peer", "PeerProcess", "parse_peers", "peer_ready"]
 
 RESERVED_NAMES = ("appliance", "served", "raw", "prefix-cache", "no-prefix-cache")
 READY_PATH = "/v1/models"
+HEALTH_PATH = "/health"
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,17 @@ def _pairs(flag: str, values: Sequence[str]) -> dict[str, str]:
 
 
 def peer_ready(url: str, *, api_key: str | None = None, timeout: float = 5.0) -> str | None:
-    """None when `GET url/v1/models` answers 200, else why not (one line)."""
+    """None when `GET url/v1/models` answers 200 and `GET url/health` anything but 503 (a server
+    without the route answers 404: ready), else why not (one line)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = httpx.get(f"{url.rstrip('/')}{READY_PATH}", headers=headers, timeout=timeout)
+        if response.status_code != 200:
+            return f"HTTP {response.status_code} from {READY_PATH}"
+        response = httpx.get(f"{url.rstrip('/')}{HEALTH_PATH}", headers=headers, timeout=timeout)
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
-    return None if response.status_code == 200 else f"HTTP {response.status_code} from {READY_PATH}"
+    return f"HTTP 503 from {HEALTH_PATH}" if response.status_code == 503 else None
 
 
 class PeerProcess:

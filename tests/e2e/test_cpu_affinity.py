@@ -1,0 +1,56 @@
+"""`server_cpus` on the real server: its threads on the last CPU (auto), every engine thread on all."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from appliance.cpu_affinity import parse_server_cpus
+from appliance.tools.launch import ServerProcess
+from tests.conftest import copy_demo_graphs, running_server
+
+
+def _allowed(pid: int) -> list[frozenset[int]]:
+    """Each thread's CPUs, as the kernel has them."""
+    masks = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            masks.append(frozenset(os.sched_getaffinity(int(task.name))))
+        except ProcessLookupError:
+            continue  # a thread that has just ended
+    return masks
+
+
+def test_server_threads_on_one_cpu_and_engines_on_every_cpu(server) -> None:
+    allowed = frozenset(os.sched_getaffinity(0))
+    expected = parse_server_cpus("auto", allowed) or allowed
+    server_threads = _allowed(server.process.pid)
+    assert len(server_threads) >= 2
+    assert set(server_threads) == {expected}
+    engines = {name: status["pid"] for name, status in server.health()["models"].items() if status["pid"]}
+    assert engines
+    for name, pid in engines.items():
+        threads = _allowed(pid)
+        assert len(threads) >= 2, name  # OpenVINO's pool is running
+        assert set(threads) == {allowed}, name
+    if len(allowed) >= 2:
+        assert expected != allowed and "server threads on CPU" in server.log_path.read_text()
+
+
+def test_server_cpus_all_leaves_the_server_unpinned(demo_root: Path, tmp_path: Path) -> None:
+    allowed = frozenset(os.sched_getaffinity(0))
+    graphs = copy_demo_graphs(demo_root, tmp_path / "graphs", ["demo-chat"])
+    with running_server(graphs, tmp_path / "server.log", "--server-cpus", "all") as server:
+        assert set(_allowed(server.process.pid)) == {allowed}
+        assert "server threads on CPU" not in server.log_path.read_text()
+
+
+def test_a_cpu_the_server_may_not_use_is_a_clear_start_up_error(demo_root: Path, tmp_path: Path) -> None:
+    graphs = copy_demo_graphs(demo_root, tmp_path / "graphs", ["demo-chat"])
+    beyond = max(os.sched_getaffinity(0)) + 1
+    process = ServerProcess.start(graphs, tmp_path / "server.log", "--server-cpus", str(beyond))
+    code = process.process.wait(60)
+    output = process.log_path.read_text()
+    assert code != 0
+    assert f"server_cpus: CPU {beyond} is not one this process may run on" in output
+    assert "Traceback" not in output
