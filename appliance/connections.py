@@ -40,12 +40,15 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from appliance.cpu_affinity import unpin_this_thread
 
 __all__ = ["ACCEPT_BACKLOG", "BYTES_PER_SECOND", "ConnectionLimits", "SparseLog", "event_loop", "guarded_protocol"]
 
@@ -330,7 +333,10 @@ def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
 
 def event_loop() -> asyncio.AbstractEventLoop:
     """The server's event loop (pass as `uvicorn.Config(loop=...)`): resource errors while
-    accepting connections are logged sparingly instead of once a second with a traceback."""
+    accepting connections are logged sparingly instead of once a second with a traceback, and
+    its worker threads run on every CPU when the server's own are pinned (`cpu_affinity`)."""
     loop = asyncio.SelectorEventLoop()
     loop.set_exception_handler(_log_exception)
+    # asyncio.to_thread's workers (image decoding...) on every CPU, not the server's one (server_cpus).
+    loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio", initializer=unpin_this_thread))
     return loop

@@ -10,6 +10,10 @@ server held to one CPU (the last one it may use), its work no longer lands on th
 by design; measured at one stream of demo-smol on two cores, served/raw rose by about 3%
 (docs/bench.md, "Where the server runs").
 
+The event loop's worker threads (`asyncio.to_thread`: image decoding and the like, work sized by
+a request rather than per token) take every CPU back as they start (`unpin_this_thread`), so an
+image-heavy load decodes on all cores as before.
+
 Engine processes are spawned by the server and inherit its mask: `restore_engine_cpus` gives them
 back every CPU the server was allowed before it pinned itself, first thing in the engine process,
 before OpenVINO sizes its thread pool from the mask.
@@ -23,7 +27,7 @@ import os
 
 from appliance.errors import ConfigError
 
-__all__ = ["cpu_list", "engine_cpus", "parse_server_cpus", "pin_server", "restore_engine_cpus"]
+__all__ = ["cpu_list", "engine_cpus", "parse_server_cpus", "pin_server", "restore_engine_cpus", "unpin_this_thread"]
 
 log = logging.getLogger("appliance.server")
 
@@ -86,6 +90,13 @@ def pin_server(choice: str) -> tuple[frozenset[int], frozenset[int]] | None:
 def engine_cpus() -> frozenset[int] | None:
     """What an engine process must widen its mask to (None: the server is not pinned)."""
     return _engine_cpus
+
+
+def unpin_this_thread() -> None:
+    """Give the calling thread every CPU the server gave up: worker threads (image decoding,
+    decompression, /metrics) do work sized by requests, not per token, and keep the whole box
+    for it as before."""
+    restore_engine_cpus(_engine_cpus)
 
 
 def restore_engine_cpus(cpus: frozenset[int] | None) -> None:

@@ -115,9 +115,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     server_cpus: Annotated[
         str,
         _about(
-            "CPUs the server's own threads (HTTP, JSON, images) run on: auto, the last CPU it may use "
+            "CPUs the server's own threads (HTTP, JSON, SSE) run on: auto, the last CPU it may use "
             "(when it may use two or more), so its work per token is not done in place of an engine's "
-            "stepping thread; all: not pinned; or a list such as 3 or 6-7. Engines always get every CPU",
+            "stepping thread; all: not pinned; or a list such as 3 or 6-7. Engines and image decoding "
+            "always get every CPU",
             "CPUS",
         ),
     ] = "auto"

@@ -95,3 +95,23 @@ def test_pinning_holds_every_thread_and_an_engine_takes_every_cpu_back() -> None
     assert len(result["threads"]) >= 2
     assert result["later"] == [allowed[-1]]
     assert result["engine"] == allowed
+
+
+_WORKER_PROBE = """
+import asyncio, json, os
+from appliance.connections import event_loop
+from appliance.cpu_affinity import pin_server
+pinned = pin_server("auto")
+loop = event_loop()
+main = sorted(os.sched_getaffinity(0))
+worker = loop.run_until_complete(asyncio.to_thread(lambda: sorted(os.sched_getaffinity(0))))
+print(json.dumps({"main": main, "worker": worker}))
+"""
+
+
+def test_the_loops_worker_threads_take_every_cpu_back() -> None:
+    # Image decoding runs in asyncio.to_thread: sized by requests, it keeps the whole box.
+    allowed = sorted(os.sched_getaffinity(0))
+    result = json.loads(subprocess.run([sys.executable, "-c", _WORKER_PROBE], capture_output=True, check=True).stdout)
+    assert result["worker"] == allowed
+    assert result["main"] == (allowed[-1:] if len(allowed) >= 2 else allowed)
