@@ -46,13 +46,6 @@ def serve(settings: Settings) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code."""
     # First: threads started from here on (OpenVINO's for the device check included) inherit it.
     pinned = pin_server(settings.server_cpus)
-    if pinned is not None:
-        log.info(
-            "server threads on CPU %s, engines on CPUs %s (server_cpus = %s)",
-            cpu_list(pinned[0]),
-            cpu_list(pinned[1]),
-            settings.server_cpus,
-        )
 
     def prepare(directory: Path) -> list[Graph]:
         return [
@@ -66,6 +59,13 @@ def serve(settings: Settings) -> int:
     # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
+    if pinned is not None:  # logged once listening: a port in use stays a one-line error
+        log.info(
+            "server threads on CPU %s, engines on CPUs %s (server_cpus = %s)",
+            cpu_list(pinned[0]),
+            cpu_list(pinned[1]),
+            settings.server_cpus,
+        )
     media = ImageLoader(
         build_policy(
             allowed_domains=settings.allowed_media_domains,

@@ -8,6 +8,7 @@ from pathlib import Path
 from appliance.cpu_affinity import parse_server_cpus
 from appliance.tools.launch import ServerProcess
 from tests.conftest import copy_demo_graphs, running_server
+from tests.images import data_url, encode, noise
 
 
 def _allowed(pid: int) -> list[frozenset[int]]:
@@ -24,9 +25,20 @@ def _allowed(pid: int) -> list[frozenset[int]]:
 def test_server_threads_on_one_cpu_and_engines_on_every_cpu(server) -> None:
     allowed = frozenset(os.sched_getaffinity(0))
     expected = parse_server_cpus("auto", allowed) or allowed
-    server_threads = _allowed(server.process.pid)
-    assert len(server_threads) >= 2
-    assert set(server_threads) == {expected}
+    pid = server.process.pid
+    assert frozenset(os.sched_getaffinity(pid)) == expected  # the event loop's thread
+    # The rest: the engine pipes' writers (pinned), and the loop's workers once used (image
+    # decoding: every CPU).
+    image = {"type": "image_url", "image_url": {"url": data_url(encode(noise(64, 64)))}}
+    reply = server.client().chat.completions.create(
+        model="demo-vision", messages=[{"role": "user", "content": [image]}], max_tokens=2
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    server_threads = _allowed(pid)
+    assert set(server_threads) <= {expected, allowed}
+    assert server_threads.count(expected) >= 2
+    if expected != allowed:
+        assert allowed in server_threads  # the worker that decoded the image
     engines = {name: status["pid"] for name, status in server.health()["models"].items() if status["pid"]}
     assert engines
     for name, pid in engines.items():
