@@ -3,10 +3,11 @@
 A peer is a name and a URL (`--peer NAME=URL`: already running), or a name and a shell command
 (`--peer-command NAME=COMMAND`) that the bench starts, waits on until `GET /v1/models` answers 200
 (and `GET /health`, where the peer has it, no longer 503: servers that list their models while
-they load, as the appliance and vLLM do, answer 503 there until they can generate), drives, and stops (SIGTERM to its process group, SIGKILL after a grace period). A `{port}` in the
-command is replaced by a free local port and the peer's URL is then `http://127.0.0.1:{port}`;
-without one, `--peer-url NAME=URL` says where it listens. Nothing here knows any particular server:
-llama.cpp's `llama-server`, vLLM or another appliance are all just a command line and a URL.
+they load, as the appliance does, answer 503 there until they can generate), drives, and stops
+(SIGTERM to its process group, SIGKILL after a grace period). A `{port}` in the command is
+replaced by a free local port and the peer's URL is then `http://127.0.0.1:{port}`; without one,
+`--peer-url NAME=URL` says where it listens. Nothing here knows any particular server: llama.cpp's
+`llama-server`, vLLM or another appliance are all just a command line and a URL.
 """
 
 from __future__ import annotations
