@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from appliance.cpu_affinity import parse_server_cpus
@@ -66,3 +68,45 @@ def test_a_cpu_the_server_may_not_use_is_a_clear_start_up_error(demo_root: Path,
     assert code != 0
     assert f"server_cpus: CPU {beyond} is not one this process may run on" in output
     assert "Traceback" not in output
+
+
+_OPENVINO_PROBE = """
+import multiprocessing, os
+
+
+def engine(cpus):
+    from appliance.engine.process import restore_engine_cpus  # what the engine's main() calls first
+
+    restore_engine_cpus(cpus)
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    parameter = ops.parameter([1, 8], np.float32)
+    compiled = ov.Core().compile_model(ov.Model([ops.relu(parameter)], [parameter]), "CPU")
+    print(compiled.get_property("INFERENCE_NUM_THREADS"), flush=True)
+
+
+if __name__ == "__main__":
+    from appliance.cpu_affinity import engine_cpus, pin_server
+
+    pin_server("auto")
+    context = multiprocessing.get_context("spawn")
+    for cpus in (engine_cpus(), None):
+        process = context.Process(target=engine, args=(cpus,))
+        process.start()
+        process.join()
+"""
+
+
+def test_openvino_in_an_engine_process_sizes_its_pool_for_every_cpu(tmp_path: Path) -> None:
+    # OpenVINO takes its thread count from the mask it starts with: an engine that kept the
+    # server's one CPU would compute on one thread (the second line shows that it would).
+    allowed = os.sched_getaffinity(0)
+    script = tmp_path / "probe.py"
+    script.write_text(_OPENVINO_PROBE)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120)
+    restored, kept = (int(line) for line in run.stdout.split())
+    assert restored == len(allowed)
+    if len(allowed) >= 2:
+        assert kept == 1
