@@ -71,18 +71,16 @@ def pin_server(choice: str) -> tuple[frozenset[int], frozenset[int]] | None:
     cpus = parse_server_cpus(choice, allowed)
     if cpus is None:
         return None
-    # sched_setaffinity applies to one thread: each running thread, then new ones inherit it.
+    # sched_setaffinity applies to one thread: this one first (a refusal then leaves every thread
+    # as it was), then the others running; threads started later inherit it from their starter.
+    try:
+        os.sched_setaffinity(0, cpus)
+    except PermissionError:  # a seccomp profile that refuses the call (a container's)
+        log.warning("server_cpus = %s: this process may not set its CPUs (EPERM); not pinned", choice)
+        return None
     for thread_id in os.listdir("/proc/self/task"):
-        try:
+        with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
             os.sched_setaffinity(int(thread_id), cpus)
-        except ProcessLookupError:
-            continue  # a thread that has just ended
-        except PermissionError:  # a seccomp profile that refuses the call (a container's)
-            log.warning("server_cpus = %s: this process may not set its CPUs (EPERM); not pinned", choice)
-            for pinned in os.listdir("/proc/self/task"):
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(int(pinned), allowed)
-            return None
     _engine_cpus = allowed
     return cpus, allowed
 
