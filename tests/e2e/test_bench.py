@@ -144,18 +144,29 @@ def test_bench_multi_turn_with_prefix_caching_on_and_off(smol_root: Path, tmp_pa
     assert set(level["prefix_cache_over_none"]) == {"last_turn_ttft_mean", "last_turn_ttft_median"}
 
 
-def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("interleave", [(), ("--interleave",)], ids=["in-turns", "interleaved"])
+def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Path, interleave: tuple[str, ...]) -> None:
     graph = tmp_path / "demo-embed.toml"
     source = (retrieval_root / "graphs" / "demo-embed.toml").read_text()
     graph.write_text(source.replace('model_path = "../models/', f'model_path = "{retrieval_root.resolve()}/models/'))
     result = subprocess.run(
         [
             sys.executable, "-m", "appliance", "bench", "--graph", str(graph),
-            "--concurrency", "1,4", "--requests", "8", "--prompt-tokens", "16", "--repeat", "2",
+            "--concurrency", "1,4", "--requests", "8", "--prompt-tokens", "16", "--repeat", "2", *interleave,
         ],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    progress = [line.split(":")[0] for line in result.stderr.splitlines() if " inputs/s" in line]
+    if interleave:  # one pipeline kept loaded; each level on both, the order flipped in round 2
+        assert result.stderr.count("raw: loading") == 1
+        assert progress == [
+            *["served c=1", "raw c=1", "served c=4", "raw c=4"],
+            *["raw c=1", "served c=1", "raw c=4", "served c=4"],
+        ]
+    else:  # each round: the server's levels, then a pipeline loaded for the raw ones
+        assert result.stderr.count("raw: loading") == 2
+        assert progress == ["served c=1", "served c=4", "raw c=1", "raw c=4"] * 2
     tables = result.stdout.split("| concurrency |")[1:]
     assert len(tables) == 3 and "round 2 of 2" in result.stderr  # a table per round, then the rounds
     rows = [line.split("|")[1:-1] for line in tables[0].splitlines()[2:] if line.startswith("| ")]
@@ -170,3 +181,34 @@ def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Pat
         values = [float(value) for value in ratios.split(",")]
         assert len(values) == 2 and min(values) <= float(median) <= max(values)
         assert float(spread) == pytest.approx(max(values) - min(values), abs=0.011)
+
+
+def test_bench_interleaved_with_a_peer(demo_root: Path, tmp_path: Path) -> None:
+    """--interleave: the appliance, the fake peer and the raw pipeline all up at once, taking turns
+    within each level; every round of every system is there, with its ratio to raw."""
+    fake = Path(__file__).resolve().parent.parent / "fake_openai_server.py"
+    report_path = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "appliance", "bench", "--graph", str(demo_root / "graphs" / "demo-chat.toml"),
+            "--concurrency", "1,2", "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "8",
+            "--repeat", "2", "--interleave",
+            "--peer-command", f"fake={shlex.quote(sys.executable)} {shlex.quote(str(fake))} {{port}}",
+            "--peer-model", "fake=fake-model", "--peer-timeout", "60", "--json", str(report_path),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Levels in turn, systems within them: c=2 starts only after every round of c=1.
+    progress = [line for line in result.stderr.splitlines() if ": c=" in line and "requests in" in line]
+    assert [line.split(":")[0] for line in progress[:6]] == ["appliance", "fake", "raw", "raw", "fake", "appliance"]
+    assert all(": c=1:" in line for line in progress[:6]) and all(": c=2:" in line for line in progress[6:])
+    assert "--interleave: every system was up" in result.stdout
+    report = json.loads(report_path.read_text())
+    assert list(report["systems"]) == ["appliance", "fake", "raw"]
+    for level in report["levels"]:
+        for name in ("appliance", "fake", "raw"):
+            assert len(level["rounds"][name]["output_throughput"]) == 2, (name, level)
+        for name in ("appliance", "fake"):
+            assert len(level["rounds"][name]["over_raw"]) == 2 and level["rounds"][name]["over_raw_median"] > 0
+        assert level["systems"]["appliance"]["completed"] == 2

@@ -175,10 +175,14 @@ def test_repeated_rounds_report_the_median_run_and_the_spread(tmp_path: Path) ->
     )  # fmt: skip
     table = report.table()
     assert "machine: Test CPU, 2 cores; ISA avx2; OpenVINO could not describe the device (absent)" in table
-    assert "2.00 / 2.50 / 4.00" in table and "80.0%" in table and "0.50x 1.00x 0.50x" in table
+    assert "2.00 / 2.50 / 4.00" in table and "80.0%" in table and "0.50x 1.00x 0.50x  (median 0.50x)" in table
     report.write_json(tmp_path / "out.json")
     rounds = json.loads((tmp_path / "out.json").read_text())["levels"][0]["rounds"]
-    assert rounds["appliance"] == {"output_throughput": [2.0, 4.0, 2.5], "over_raw": [0.5, 1.0, 0.5]}
+    assert rounds["appliance"] == {
+        "output_throughput": [2.0, 4.0, 2.5],
+        "over_raw": [0.5, 1.0, 0.5],
+        "over_raw_median": 0.5,
+    }
 
 
 def test_machine_description_reads_cpuinfo(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -66,6 +67,13 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         metavar="N",
         help="measure every system N times, taking turns each round, and report the spread (the table "
         "shows each system's median round; default 1)",
+    )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="start every system at once and take turns level by level and round by round, so each "
+        "ratio compares runs seconds apart (a shared host drifts within a minute); every model is in "
+        "memory at once (the appliance's, the peers', the raw pipeline's)",
     )
     parser.add_argument(
         "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
@@ -147,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         slo=Slo(ttft_ms=args.goodput_ttft, tpot_ms=args.goodput_tpot),
         turns=args.multi_turn,
         repeat=args.repeat,
+        interleave=args.interleave,
     )
     try:
         report = run_bench(options)
@@ -166,7 +175,7 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     from contextlib import nullcontext
 
     from appliance.graphfiles import load_graph
-    from appliance.tools.bench.embeddings import rounds_table, run_embedding_bench, table
+    from appliance.tools.bench.embeddings import RawEmbedder, rounds_table, run_embedding_bench, table
     from appliance.tools.bench.local_server import LocalServer
 
     # The embeddings bench is a closed loop of one server against its raw pipeline: a flag of the
@@ -186,11 +195,15 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
             f"{', '.join(given)}: not measured for an embedding graph (a closed loop against its raw pipeline)"
         )
     graph = load_graph(args.graph)
+    say = functools.partial(print, file=sys.stderr, flush=True)
     rounds = []
     with nullcontext(args.url) if args.url else LocalServer(graph) as url:
+        # --interleave keeps one raw pipeline loaded beside the server; otherwise each round loads
+        # its own after the server's levels.
+        kept = RawEmbedder(graph, say) if args.interleave and not args.no_raw else None
         for number in range(args.repeat):
             if args.repeat > 1:
-                print(f"round {number + 1} of {args.repeat}", file=sys.stderr)
+                say(f"round {number + 1} of {args.repeat}")
             results = run_embedding_bench(
                 graph,
                 url,
@@ -198,9 +211,12 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
                 requests=args.requests,
                 prompt_tokens=args.prompt_tokens,
                 seed=args.seed,
-                raw=not args.no_raw,
+                raw=None if args.no_raw else (lambda: kept) if kept else functools.partial(RawEmbedder, graph, say),
+                raw_first=number % 2 == 1,
+                interleave=args.interleave,
                 model=args.model,
                 api_key=args.api_key,
+                say=say,
             )
             print(table(results))
             rounds.append(results)

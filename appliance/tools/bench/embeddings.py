@@ -5,12 +5,15 @@ Each level runs `concurrency` clients in a closed loop, each request one text of
 requests' texts into pipeline calls). The raw baseline is the graph's own `TextEmbeddingPipeline`
 in this process, fed the same texts in batches of `concurrency` (what perfect batching of that many
 clients would give, without HTTP, JSON or the engine's pipe). The ratio served/raw is what serving
-costs; the server's pipeline calls per level (its `steps`) show the batching.
+costs; the server's pipeline calls per level (its `steps`) show the batching. With `--interleave`
+one raw pipeline stays loaded beside the server and each level runs on both before the next, the
+order flipping every round.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import statistics
@@ -23,7 +26,7 @@ import httpx
 from appliance.graphfiles import Graph
 from appliance.tools.bench.http import HTTPConnection, HTTPError
 
-__all__ = ["EmbeddingLevel", "run_embedding_bench", "table"]
+__all__ = ["EmbeddingLevel", "RawEmbedder", "rounds_table", "run_embedding_bench", "table"]
 
 _WORDS = (
     "the model reads every document on the box and writes a vector for each so that search finds "
@@ -69,25 +72,46 @@ def run_embedding_bench(
     requests: int | None,
     prompt_tokens: int,
     seed: int,
-    raw: bool = True,
+    raw: Callable[[], RawEmbedder] | None = None,
+    raw_first: bool = False,
+    interleave: bool = False,
     model: str | None = None,
     api_key: str | None = None,
     say: Callable[[str], None] = print,
 ) -> list[EmbeddingLevel]:
-    """Every level served at `url`, then (with `raw`) every level on the raw pipeline."""
+    """Every level served at `url`, then every level on the raw pipeline `raw()` gives (called once
+    the server's levels are done, so that a pipeline it loads is not in memory during them); with
+    `interleave`, each level on both before the next (`raw_first`: the raw pipeline first)."""
     results = []
+    pipeline: list[RawEmbedder] = []
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    for level in levels:
-        count = requests or max(64, 4 * level)
-        texts = texts_for(count, prompt_tokens, seed + level)
-        result = EmbeddingLevel(concurrency=level, requests=count)
-        asyncio.run(
-            _serve(url, model or graph.name, texts, level, headers, result, lambda: _steps(url, graph.name, headers))
+
+    def served(result: EmbeddingLevel) -> None:
+        texts = texts_for(result.requests, prompt_tokens, seed + result.concurrency)
+        steps = functools.partial(_steps, url, graph.name, headers)
+        asyncio.run(_serve(url, model or graph.name, texts, result.concurrency, headers, result, steps))
+        say(
+            f"served c={result.concurrency}: {result.served_inputs_per_s:.1f} inputs/s "
+            f"in {result.served_calls} pipeline calls"
         )
-        say(f"served c={level}: {result.served_inputs_per_s:.1f} inputs/s in {result.served_calls} pipeline calls")
+
+    def raw_level(result: EmbeddingLevel) -> None:
+        if raw is not None:
+            pipeline[:] = pipeline or [raw()]
+            pipeline[0].measure(result, texts_for(result.requests, prompt_tokens, seed + result.concurrency))
+            say(f"raw c={result.concurrency}: {result.raw_inputs_per_s:.1f} inputs/s")
+
+    for level in levels:
+        result = EmbeddingLevel(concurrency=level, requests=requests or max(64, 4 * level))
         results.append(result)
-    if raw:
-        _raw(graph, results, prompt_tokens, seed, say)
+        if interleave:
+            for measure in (raw_level, served) if raw_first else (served, raw_level):
+                measure(result)
+        else:
+            served(result)
+    if not interleave:
+        for result in results:
+            raw_level(result)
     return results
 
 
@@ -139,27 +163,30 @@ def _steps(url: str, name: str, headers: dict) -> int:
     return int(httpx.get(f"{url}/health", headers=headers, timeout=10).json()["models"][name]["steps"])
 
 
-def _raw(
-    graph: Graph, results: list[EmbeddingLevel], prompt_tokens: int, seed: int, say: Callable[[str], None]
-) -> None:
-    import openvino_genai
+class RawEmbedder:
+    """The graph's own TextEmbeddingPipeline in this process, fed each level's texts in batches of
+    its concurrency."""
 
-    config = graph.retrieval
-    assert config is not None
-    settings = openvino_genai.TextEmbeddingPipeline.Config()
-    settings.pooling_type = getattr(openvino_genai.TextEmbeddingPipeline.PoolingType, config.pooling.upper())
-    settings.normalize = config.normalize
-    settings.max_length = config.max_length
-    say(f"raw: loading {graph.model_dir} on {graph.device}")
-    pipe = openvino_genai.TextEmbeddingPipeline(str(graph.model_dir), graph.device, settings, **graph.plugin_config)
-    for result in results:
-        texts = texts_for(result.requests, prompt_tokens, seed + result.concurrency)
-        pipe.embed_documents(texts[:1])
+    def __init__(self, graph: Graph, say: Callable[[str], None] = print) -> None:
+        import openvino_genai
+
+        config = graph.retrieval
+        assert config is not None
+        settings = openvino_genai.TextEmbeddingPipeline.Config()
+        settings.pooling_type = getattr(openvino_genai.TextEmbeddingPipeline.PoolingType, config.pooling.upper())
+        settings.normalize = config.normalize
+        settings.max_length = config.max_length
+        say(f"raw: loading {graph.model_dir} on {graph.device}")
+        self._pipe = openvino_genai.TextEmbeddingPipeline(
+            str(graph.model_dir), graph.device, settings, **graph.plugin_config
+        )
+
+    def measure(self, result: EmbeddingLevel, texts: list[str]) -> None:
+        self._pipe.embed_documents(texts[:1])
         started = time.perf_counter()
         for start in range(0, len(texts), result.concurrency):
-            pipe.embed_documents(texts[start : start + result.concurrency])
+            self._pipe.embed_documents(texts[start : start + result.concurrency])
         result.raw_seconds = time.perf_counter() - started
-        say(f"raw c={result.concurrency}: {result.raw_inputs_per_s:.1f} inputs/s")
 
 
 def table(results: list[EmbeddingLevel]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,10 @@ class Level:
         }
 
 
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
 def _sortable(value: float) -> float:
     return -math.inf if math.isnan(value) else value
 
@@ -163,7 +168,11 @@ class Report:
         return {
             name: {
                 "output_throughput": [round(run.metrics.output_throughput, 3) for run in runs],
-                **({"over_raw": level.round_ratios(name)} if name != RAW and RAW in level.rounds else {}),
+                **(
+                    {"over_raw": ratios, "over_raw_median": _median([r for r in ratios if r is not None])}
+                    if name != RAW and RAW in level.rounds and (ratios := level.round_ratios(name))
+                    else {}
+                ),
             }
             for name, runs in level.rounds.items()
         }
@@ -285,7 +294,9 @@ class Report:
                 values = sorted(run.metrics.output_throughput for run in runs)
                 middle = values[(len(values) - 1) // 2]
                 spread = (values[-1] - values[0]) / middle if middle else math.nan
-                over = " ".join(_x(r) for r in level.round_ratios(name)) if name != RAW else ""
+                ratios = level.round_ratios(name) if name != RAW else []
+                median = _median([r for r in ratios if r is not None])
+                over = " ".join(_x(r) for r in ratios) + (f"  (median {_x(median)})" if median else "")
                 lines.append(
                     f"{label:>6}  {name:<{width}} {f'{_num(values[0])} / {_num(middle)} / {_num(values[-1])}':>23} "
                     f"{'-' if math.isnan(spread) else f'{spread:.1%}':>7}  {over}"

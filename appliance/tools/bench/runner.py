@@ -2,7 +2,9 @@
 
 Systems run one after the other, never at once: two servers computing together on a small CPU
 would slow each other and make every number wrong. A server the bench starts (the appliance, a
-peer's command) is up only for its own turn. All systems get the same prompts (as token ids for
+peer's command) is up only for its own turn; with `--interleave` every system is up (idle) for the
+whole run and they take turns level by level, round by round, because a shared host drifts by
+20-25% within a minute and a ratio of runs minutes apart measures the drift too. All systems get the same prompts (as token ids for
 the raw pipeline), the same lengths, the same arrival schedule in an open loop, and one warm-up
 round that is not measured (a fresh pipeline's first steps include one-off allocations).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import platform
@@ -71,6 +74,8 @@ class BenchOptions:
     """Above 1: multi-turn conversations of this many turns (closed loop, no raw baseline)."""
     repeat: int = 1
     """Rounds: every system measured this many times, taking turns each round (drift shows)."""
+    interleave: bool = False
+    """Every system up at once, taking turns level by level and round by round (`_interleaved`)."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +123,13 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     levels = [Level(load) for load in workload.loads]
     systems: list[System] = []
     count = len(workload.loads)
-    for round_index in range(options.repeat):
+    players = functools.partial(_players, graph, options, workload, warmup, model, raw, say)
+    if options.interleave:
+        systems = _interleaved(players(), workload, slices, levels, options.repeat, say)
+    for round_index in range(0 if options.interleave else options.repeat):
         if options.repeat > 1:
             say(f"round {round_index + 1} of {options.repeat}")
-        prompts = slices[round_index * count : (round_index + 1) * count]
-        found = _round(graph, options, workload, prompts, warmup, levels, model, raw, say)
+        found = _round(players(), workload, slices[round_index * count : (round_index + 1) * count], levels)
         systems = systems or found
 
     report = Report(
@@ -139,7 +146,12 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
         report.notes.append("multi-turn: no raw baseline (the pipeline in process has no chat history to template)")
     if workload.turns > 1 and graph.stateful and not options.url and options.appliance:
         report.notes.append("a stateful graph has no scheduler: its prefix caching cannot be switched on or off")
-    if external:
+    if options.interleave:
+        report.notes.append(
+            "--interleave: every system was up (idle) during the others' turns; they took turns level by level, "
+            "round by round, the order flipped each round"
+        )
+    elif external:
         report.notes.append(f"{', '.join(external)}: already running, so up (idle) during the other systems' turns")
     # Our servers and pipeline are gone by now: whatever keeps the CPU busy is someone else's.
     busy_after = _cpu_busy()
@@ -154,49 +166,162 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     return report
 
 
-def _round(
+@dataclass(frozen=True)
+class _Player:
+    """A system ready to measure (started and warmed up): `measure(load, prompts)` runs one level."""
+
+    system: System
+    measure: Callable[[Load, list[Prompt]], SystemRun]
+
+
+def _players(
     graph: Graph,
     options: BenchOptions,
     workload: Workload,
-    prompts: list[list[Prompt]],
     warmup: list[Prompt],
-    levels: list[Level],
     model: str,
     raw: bool,
     say: Callable[[str], None],
-) -> list[System]:
-    """One round: each system in turn on `prompts` (each level's), its runs added to `levels`;
-    returns the systems in the order they ran."""
-    systems: list[System] = []
-
-    def measure(name: str, target: _Target) -> None:
-        for level, run in zip(levels, _http_runs(name, target, workload, prompts, warmup, options.slo, say)):
-            level.add(name, run)
-
+) -> Iterator[contextlib.AbstractContextManager[_Player]]:
+    """Each system to measure, in order, as a context that starts it (a server the bench runs,
+    the raw pipeline loaded in process), warms it up, and stops it on exit."""
     if options.url:
-        systems.append(System("served", options.url.rstrip("/"), "external", model))
-        measure("served", _Target(options.url.rstrip("/"), model, options.api_key, appliance=True))
+        url = options.url.rstrip("/")
+        target = _Target(url, model, options.api_key, appliance=True)
+        system = System("served", url, "external", model)
+        yield contextlib.nullcontext(_http_player(system, target, workload, warmup, options.slo, say))
     elif options.appliance:
         for name, caching in _appliances(graph, workload):
-            say(f"{name}: starting appliance serve for {graph.source} ...")
-            with LocalServer(graph, prefix_caching=caching) as url:
-                how = "appliance serve started by the bench" + (
-                    f", [scheduler] enable_prefix_caching = {str(caching).lower()}" if caching is not None else ""
-                )
-                systems.append(System(name, url, how, model))
-                measure(name, _Target(url, model, None, appliance=True))
+            yield _appliance_player(name, caching, graph, workload, warmup, model, options.slo, say)
     for peer in options.peers:
-        peer_model = peer.model or model
-        with _peer_url(peer, options.peer_timeout, say) as url:
-            how = f"started: {peer.command}" if peer.command else "external"
-            systems.append(System(peer.name, url, how, peer_model))
-            measure(peer.name, _Target(url, peer_model, None, appliance=False))
+        yield _peer_player(peer, options, workload, warmup, model, say)
     if raw:
-        kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
-        systems.append(System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig"))
-        for level, run in zip(levels, _raw(graph, workload, prompts, warmup, options.slo, say)):
-            level.add(RAW, run)
+        yield _raw_player(graph, workload, warmup, options.slo, say)
+
+
+def _round(
+    players: Iterator[contextlib.AbstractContextManager[_Player]],
+    workload: Workload,
+    prompts: list[list[Prompt]],
+    levels: list[Level],
+) -> list[System]:
+    """One round: each system in turn, up for its own turn only, on every level (`prompts`: each
+    level's), its runs added to `levels`; returns the systems in the order they ran."""
+    systems: list[System] = []
+    for player_context in players:
+        with player_context as player:
+            systems.append(player.system)
+            for level, load, level_prompts in zip(levels, workload.loads, prompts):
+                level.add(player.system.name, player.measure(load, level_prompts))
     return systems
+
+
+def _interleaved(
+    players: Iterator[contextlib.AbstractContextManager[_Player]],
+    workload: Workload,
+    slices: list[list[Prompt]],
+    levels: list[Level],
+    repeat: int,
+    say: Callable[[str], None],
+) -> list[System]:
+    """--interleave: every system up at once; each level's rounds taken system by system, so the
+    runs a ratio compares are seconds apart, not a whole round. The order flips every round, so
+    neither side always goes first. Returns the systems in their first round's order."""
+    with contextlib.ExitStack() as stack:
+        ready = [stack.enter_context(player_context) for player_context in players]
+        count = len(levels)
+        for index, (level, load) in enumerate(zip(levels, workload.loads)):
+            for round_index in range(repeat):
+                if repeat > 1:
+                    say(f"{load.label}: round {round_index + 1} of {repeat}")
+                for player in ready if round_index % 2 == 0 else reversed(ready):
+                    level.add(player.system.name, player.measure(load, slices[round_index * count + index]))
+        return [player.system for player in ready]
+
+
+@contextlib.contextmanager
+def _appliance_player(
+    name: str,
+    caching: bool | None,
+    graph: Graph,
+    workload: Workload,
+    warmup: list[Prompt],
+    model: str,
+    slo: Slo,
+    say: Callable[[str], None],
+) -> Iterator[_Player]:
+    say(f"{name}: starting appliance serve for {graph.source} ...")
+    with LocalServer(graph, prefix_caching=caching) as url:
+        how = "appliance serve started by the bench" + (
+            f", [scheduler] enable_prefix_caching = {str(caching).lower()}" if caching is not None else ""
+        )
+        target = _Target(url, model, None, appliance=True)
+        yield _http_player(System(name, url, how, model), target, workload, warmup, slo, say)
+
+
+@contextlib.contextmanager
+def _peer_player(
+    peer: Peer,
+    options: BenchOptions,
+    workload: Workload,
+    warmup: list[Prompt],
+    model: str,
+    say: Callable[[str], None],
+) -> Iterator[_Player]:
+    peer_model = peer.model or model
+    with _peer_url(peer, options.peer_timeout, say) as url:
+        how = f"started: {peer.command}" if peer.command else "external"
+        target = _Target(url, peer_model, None, appliance=False)
+        yield _http_player(System(peer.name, url, how, peer_model), target, workload, warmup, options.slo, say)
+
+
+def _http_player(
+    system: System,
+    target: _Target,
+    workload: Workload,
+    warmup: list[Prompt],
+    slo: Slo,
+    say: Callable[[str], None],
+) -> _Player:
+    """A server that is up: warmed up, then measured a level at a time."""
+    _warm_up(system.name, target, workload, warmup, say)
+    return _Player(system, lambda load, prompts: _http_level(system.name, target, workload, load, prompts, slo, say))
+
+
+@contextlib.contextmanager
+def _raw_player(
+    graph: Graph, workload: Workload, warmup: list[Prompt], slo: Slo, say: Callable[[str], None]
+) -> Iterator[_Player]:
+    from appliance.tools.bench.raw import raw_pipeline
+
+    say(f"raw: loading {graph.model_dir} on {graph.device} ({graph.pipeline_kind}) ...")
+    loaded = [raw_pipeline(graph)]  # emptied on exit: the model's memory goes back before the next turn
+    loaded[0].run_level(warmup, concurrency=len(warmup), output_tokens=_WARMUP_OUTPUT_TOKENS)
+    kind = "stateful LLMPipeline, one generate() at a time" if graph.stateful else "ContinuousBatchingPipeline"
+    system = System(RAW, None, f"in-process {kind}, same prompt ids, same GenerationConfig")
+
+    def measure(load: Load, prompts: list[Prompt]) -> SystemRun:
+        results, duration = loaded[0].run_level(
+            prompts,
+            concurrency=load.concurrency,
+            output_tokens=workload.output_tokens,
+            arrivals=workload.arrivals(load),
+        )
+        metrics = summarize(
+            results,
+            concurrency=load.concurrency,
+            duration_s=duration,
+            prompt_tokens=workload.prompt_tokens,
+            output_tokens=workload.output_tokens,
+            slo=slo,
+        )
+        say(f"raw: {load.label}: {load.requests} requests in {duration:.2f} s")
+        return SystemRun(metrics)
+
+    try:
+        yield _Player(system, measure)
+    finally:
+        loaded.clear()
 
 
 def _workload(options: BenchOptions) -> Workload:
@@ -230,43 +355,46 @@ def _peer_url(peer: Peer, timeout: float, say: Callable[[str], None]) -> Iterato
     say(f"{peer.name}: stopped (exit code {process.process.returncode if process.process else None})")
 
 
-def _http_runs(
-    name: str,
-    target: _Target,
-    workload: Workload,
-    prompts: list[list[Prompt]],
-    warmup: list[Prompt],
-    slo: Slo,
-    say: Callable[[str], None],
-) -> list[SystemRun]:
-    """Every level (`prompts`: each level's) against one HTTP system: metrics, the appliance's loop lag, the client's CPU."""
+def _warm_up(name: str, target: _Target, workload: Workload, warmup: list[Prompt], say: Callable[[str], None]) -> None:
+    """Requests that are not measured (a fresh pipeline's first steps include one-off allocations);
+    a system that fails them all is refused now, with the reason."""
     say(f"{name}: warming up {target.url} ...")
-    chat_turns = workload.turns if workload.turns > 1 else None
     # A multi-turn run warms up the chat endpoint, with one-turn conversations.
-    results, _, _ = _drive(target, warmup, len(warmup), _WARMUP_OUTPUT_TOKENS, None, 1 if chat_turns else None)
+    chat_turns = 1 if workload.turns > 1 else None
+    results, _, _ = _drive(target, warmup, len(warmup), _WARMUP_OUTPUT_TOKENS, None, chat_turns)
     if not any(result.ok or result.output_tokens for result in results):
         # Nothing will work (wrong URL or model, a server refusing ignore_eos...): say why now. A
         # server that answers with other token counts is measured: the report says what it did.
         raise RuntimeError(f"{name}: {target.url}: the warm-up requests failed: {results[0].error}")
-    runs = []
-    for load, level_prompts in zip(workload.loads, prompts):
-        since, cpu_before = time.time(), time.process_time()
-        results, duration, turns = _drive(
-            target, level_prompts, load.concurrency, workload.output_tokens, workload.arrivals(load), chat_turns
-        )
-        client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0
-        metrics = summarize(
-            results,
-            concurrency=load.concurrency,
-            duration_s=duration,
-            prompt_tokens=None if chat_turns else workload.prompt_tokens,
-            output_tokens=workload.output_tokens,
-            slo=slo,
-        )
-        lag = loop_lag(target.url, since, api_key=target.api_key) if target.appliance else None
-        runs.append(SystemRun(metrics, lag, client_cpu, turns))
-        say(f"{name}: {load.label}: {len(results)} requests in {duration:.2f} s ({metrics.failed} failed)")
-    return runs
+
+
+def _http_level(
+    name: str,
+    target: _Target,
+    workload: Workload,
+    load: Load,
+    prompts: list[Prompt],
+    slo: Slo,
+    say: Callable[[str], None],
+) -> SystemRun:
+    """One level against one HTTP system: metrics, the appliance's loop lag, the client's CPU."""
+    chat_turns = workload.turns if workload.turns > 1 else None
+    since, cpu_before = time.time(), time.process_time()
+    results, duration, turns = _drive(
+        target, prompts, load.concurrency, workload.output_tokens, workload.arrivals(load), chat_turns
+    )
+    client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0
+    metrics = summarize(
+        results,
+        concurrency=load.concurrency,
+        duration_s=duration,
+        prompt_tokens=None if chat_turns else workload.prompt_tokens,
+        output_tokens=workload.output_tokens,
+        slo=slo,
+    )
+    lag = loop_lag(target.url, since, api_key=target.api_key) if target.appliance else None
+    say(f"{name}: {load.label}: {len(results)} requests in {duration:.2f} s ({metrics.failed} failed)")
+    return SystemRun(metrics, lag, client_cpu, turns)
 
 
 def _drive(
@@ -293,40 +421,6 @@ def _drive(
     )
     per_turn, duration = asyncio.run(talks)
     return [result for conversation in per_turn for result in conversation], duration, summarize_turns(per_turn)
-
-
-def _raw(
-    graph: Graph,
-    workload: Workload,
-    prompts: list[list[Prompt]],
-    warmup: list[Prompt],
-    slo: Slo,
-    say: Callable[[str], None],
-) -> list[SystemRun]:
-    from appliance.tools.bench.raw import raw_pipeline
-
-    say(f"raw: loading {graph.model_dir} on {graph.device} ({graph.pipeline_kind}) ...")
-    pipeline = raw_pipeline(graph)
-    pipeline.run_level(warmup, concurrency=len(warmup), output_tokens=_WARMUP_OUTPUT_TOKENS)
-    runs = []
-    for load, level_prompts in zip(workload.loads, prompts):
-        results, duration = pipeline.run_level(
-            level_prompts,
-            concurrency=load.concurrency,
-            output_tokens=workload.output_tokens,
-            arrivals=workload.arrivals(load),
-        )
-        metrics = summarize(
-            results,
-            concurrency=load.concurrency,
-            duration_s=duration,
-            prompt_tokens=workload.prompt_tokens,
-            output_tokens=workload.output_tokens,
-            slo=slo,
-        )
-        runs.append(SystemRun(metrics))
-        say(f"raw: {load.label}: {load.requests} requests in {duration:.2f} s")
-    return runs
 
 
 def _cpu_busy(seconds: float = 1.0) -> float | None:
