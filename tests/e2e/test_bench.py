@@ -172,8 +172,11 @@ def test_bench_command_on_an_embedding_graph(retrieval_root: Path, tmp_path: Pat
     rows = [line.split("|")[1:-1] for line in tables[0].splitlines()[2:] if line.startswith("| ")]
     assert len(rows) == 2
     for row in rows:
-        concurrency, requests, served, tokens, per_call, raw, ratio = (cell.strip().replace(",", "") for cell in row)
+        concurrency, requests, served, tokens, per_call, client, raw, ratio = (
+            cell.strip().replace(",", "") for cell in row
+        )
         assert int(requests) == 8 and float(served) > 0 and float(raw) > 0 and float(ratio) > 0, row
+        assert 0 <= float(client.rstrip("%")) < 200, row  # the bench's clients' CPU, in % of a core
         assert 1 <= float(per_call) <= int(concurrency), row  # texts per pipeline call: the server's batching
     rounds = [line.split("|")[1:-1] for line in tables[2].splitlines()[2:] if line.startswith("| ")]
     assert [row[0].strip() for row in rounds] == ["1", "4"]
