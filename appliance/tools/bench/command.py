@@ -200,7 +200,7 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     with nullcontext(args.url) if args.url else LocalServer(graph) as url:
         # --interleave keeps one raw pipeline loaded beside the server; otherwise each round loads
         # its own after the server's levels.
-        kept = RawEmbedder(graph, say) if args.interleave and not args.no_raw else None
+        kept = RawEmbedder(graph, say) if args.interleave else None
         for number in range(args.repeat):
             if args.repeat > 1:
                 say(f"round {number + 1} of {args.repeat}")
@@ -211,7 +211,7 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
                 requests=args.requests,
                 prompt_tokens=args.prompt_tokens,
                 seed=args.seed,
-                raw=None if args.no_raw else (lambda: kept) if kept else functools.partial(RawEmbedder, graph, say),
+                raw=None if args.no_raw else kept or RawEmbedder(graph, say),
                 raw_first=number % 2 == 1,
                 interleave=args.interleave,
                 model=args.model,

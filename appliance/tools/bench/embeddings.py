@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -74,18 +75,16 @@ def run_embedding_bench(
     requests: int | None,
     prompt_tokens: int,
     seed: int,
-    raw: Callable[[], RawEmbedder] | None = None,
+    raw: RawEmbedder | None = None,
     raw_first: bool = False,
     interleave: bool = False,
     model: str | None = None,
     api_key: str | None = None,
     say: Callable[[str], None] = print,
 ) -> list[EmbeddingLevel]:
-    """Every level served at `url`, then every level on the raw pipeline `raw()` gives (called once
-    the server's levels are done, so that a pipeline it loads is not in memory during them); with
-    `interleave`, each level on both before the next (`raw_first`: the raw pipeline first)."""
+    """Every level served at `url`, then every level on `raw`; with `interleave`, each level on
+    both before the next (`raw_first`: the raw pipeline first)."""
     results = []
-    pipeline: list[RawEmbedder] = []
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def served(result: EmbeddingLevel) -> None:
@@ -99,8 +98,7 @@ def run_embedding_bench(
 
     def raw_level(result: EmbeddingLevel) -> None:
         if raw is not None:
-            pipeline[:] = pipeline or [raw()]
-            pipeline[0].measure(result, texts_for(result.requests, prompt_tokens, seed + result.concurrency))
+            raw.measure(result, texts_for(result.requests, prompt_tokens, seed + result.concurrency))
             say(f"raw c={result.concurrency}: {result.raw_inputs_per_s:.1f} inputs/s")
 
     for level in levels:
@@ -167,29 +165,36 @@ def _steps(url: str, name: str, headers: dict) -> int:
 
 
 class RawEmbedder:
-    """The graph's own TextEmbeddingPipeline in this process, fed each level's texts in batches of
-    its concurrency."""
+    """The graph's own TextEmbeddingPipeline in this process, loaded at its first level (so not in
+    memory while the server's levels run before it), fed each level's texts in batches of its
+    concurrency."""
 
     def __init__(self, graph: Graph, say: Callable[[str], None] = print) -> None:
-        import openvino_genai
+        self._graph, self._say = graph, say
+        self._pipe: Any = None
 
+    def measure(self, result: EmbeddingLevel, texts: list[str]) -> None:
+        if self._pipe is None:
+            self._pipe = self._load()
+        pipe = self._pipe
+        pipe.embed_documents(texts[:1])
+        started = time.perf_counter()
+        for start in range(0, len(texts), result.concurrency):
+            pipe.embed_documents(texts[start : start + result.concurrency])
+        result.raw_seconds = time.perf_counter() - started
+
+    def _load(self) -> Any:
+        import openvino_genai  # only when measuring: the table and its tests need no OpenVINO
+
+        graph = self._graph
         config = graph.retrieval
         assert config is not None
         settings = openvino_genai.TextEmbeddingPipeline.Config()
         settings.pooling_type = getattr(openvino_genai.TextEmbeddingPipeline.PoolingType, config.pooling.upper())
         settings.normalize = config.normalize
         settings.max_length = config.max_length
-        say(f"raw: loading {graph.model_dir} on {graph.device}")
-        self._pipe = openvino_genai.TextEmbeddingPipeline(
-            str(graph.model_dir), graph.device, settings, **graph.plugin_config
-        )
-
-    def measure(self, result: EmbeddingLevel, texts: list[str]) -> None:
-        self._pipe.embed_documents(texts[:1])
-        started = time.perf_counter()
-        for start in range(0, len(texts), result.concurrency):
-            self._pipe.embed_documents(texts[start : start + result.concurrency])
-        result.raw_seconds = time.perf_counter() - started
+        self._say(f"raw: loading {graph.model_dir} on {graph.device}")
+        return openvino_genai.TextEmbeddingPipeline(str(graph.model_dir), graph.device, settings, **graph.plugin_config)
 
 
 def table(results: list[EmbeddingLevel]) -> str:

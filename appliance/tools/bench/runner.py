@@ -4,9 +4,10 @@ Systems run one after the other, never at once: two servers computing together o
 would slow each other and make every number wrong. A server the bench starts (the appliance, a
 peer's command) is up only for its own turn; with `--interleave` every system is up (idle) for the
 whole run and they take turns level by level, round by round, because a shared host drifts by
-20-25% within a minute and a ratio of runs minutes apart measures the drift too. All systems get the same prompts (as token ids for
-the raw pipeline), the same lengths, the same arrival schedule in an open loop, and one warm-up
-round that is not measured (a fresh pipeline's first steps include one-off allocations).
+20-25% within a minute and a ratio of runs minutes apart measures the drift too. All systems get
+the same prompts (as token ids for the raw pipeline), the same lengths, the same arrival schedule
+in an open loop, and one warm-up round that is not measured (a fresh pipeline's first steps
+include one-off allocations).
 
 A multi-turn run (`turns` > 1) measures what the scheduler's prefix cache buys: the bench starts
 the appliance twice, with `[scheduler] enable_prefix_caching` on and off, and drives each (and any
