@@ -22,6 +22,7 @@ from appliance.errors import ConfigError, validation_path
 __all__ = [
     "DEFAULT_CONFIG",
     "ENV_PREFIX",
+    "MAX_DRAIN_SECONDS",
     "Settings",
     "comma_list",
     "exposure_warning",
@@ -32,6 +33,8 @@ __all__ = [
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
 ENV_PREFIX = "APPLIANCE_"
+MAX_DRAIN_SECONDS = 3600.0
+"""The longest drain (on SIGTERM, or `POST /admin/models/NAME/unload`): finite, so a drain ends."""
 
 
 def _about(description: str, metavar: str | None = None, **constraints: Any) -> msgspec.Meta:
@@ -122,9 +125,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "CPUS",
         ),
     ] = "auto"
-    drain_seconds: Annotated[float, _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0)] = (
-        30.0
-    )
+    drain_seconds: Annotated[
+        float,
+        _about("on SIGTERM, how long in-flight requests may take to finish", "S", ge=0, le=MAX_DRAIN_SECONDS),
+    ] = 30.0
     shutdown_delay_seconds: Annotated[
         float,
         _about(

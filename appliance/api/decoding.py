@@ -1,4 +1,10 @@
-"""Request bodies: strict JSON decoding into protocol structs, errors naming the field."""
+"""Request bodies: strict JSON decoding into protocol structs, errors naming the field.
+
+Every route reads its body through here, so every route refuses the same way a body that is not
+JSON: empty, malformed, nested too deeply, not UTF-8, or holding a number beyond a 64-bit float's
+range (`1e400`, which Python would read as infinity): 400 `invalid_json`. That is decided before
+the schema is, whatever else is wrong with the body.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ __all__ = ["convert_body", "decode_body", "decode_json"]
 
 T = TypeVar("T")
 _UNKNOWN = re.compile(r"^Object contains unknown field `([^`]*)`")
+_OUT_OF_RANGE = "Number out of range"
+"""msgspec's reason for a number no float (or, in an `int` field, no integer type) can hold."""
 
 
 @cache
@@ -24,21 +32,30 @@ def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
 
 def decode_body(body: bytes, kind: type[T]) -> T:
     """Decode strictly (no "5" for 5): types and ranges as the OpenAI reference documents them."""
-    if not body.strip():
-        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
     try:
         return _parsed(_decoder(kind).decode, body)
     except msgspec.ValidationError as exc:
-        raise _validation_error(str(exc)) from None
+        error = _validation_error(str(exc))
+        if error.code != "invalid_json":
+            # The typed decoder stops at the first field it refuses (an unknown one, say) before
+            # it has read the rest: a body that is not JSON at all says so first, as on the routes
+            # that read plain JSON. Only a refused body is read twice.
+            decode_json(body)
+        raise error from None
 
 
 def decode_json(body: bytes) -> object:
     """The body as plain JSON values, for a route that looks into it before it knows the struct
     (then `convert_body`: the body is parsed once, never re-encoded)."""
-    return _parsed(msgspec.json.decode, body)
+    try:
+        return _parsed(msgspec.json.decode, body)
+    except msgspec.ValidationError as exc:  # untyped, msgspec refuses only numbers out of range
+        raise _validation_error(str(exc)) from None
 
 
 def _parsed(decode: Callable[[bytes], T], body: bytes) -> T:
+    if not body.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
     try:
         return decode(body)
     except msgspec.ValidationError:
@@ -63,6 +80,15 @@ def convert_body(value: object, kind: type[T]) -> T:
 
 def _validation_error(text: str) -> InvalidRequest:
     reason, path = validation_path(text)
+    if reason.startswith(_OUT_OF_RANGE):
+        # Untyped decoding knows no key names (`$[...]`): a path only where it names a field.
+        field = path if path and "[...]" not in path else None
+        where = f" in '{field}'" if field else ""
+        return InvalidRequest(
+            f"The request body is not valid JSON here: a number{where} is out of range (beyond a 64-bit float).",
+            param=field,
+            code="invalid_json",
+        )
     unknown = _UNKNOWN.match(reason)
     if unknown:
         field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)

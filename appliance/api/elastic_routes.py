@@ -37,8 +37,7 @@ async def chat_completion_stream(
     request: Request, inference_id: str, models: ModelRegistry, media: ImageLoader
 ) -> Stream:
     """A streamed chat completion, each chunk as `{"chat_completion": chunk}`."""
-    raw = await request.body()
-    parsed = decode_json(raw) if raw.strip() else None
+    parsed = decode_json(await request.body())
     engine = elastic.chat_engine(models, parsed, inference_id)
     body = convert_body(elastic.chat_body(parsed, engine.name), ChatCompletionRequest)
     record_request(engine.name, body.user)

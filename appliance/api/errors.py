@@ -67,7 +67,12 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
     if status == 500 and exc.detail == _LEFT_DURING_BODY:
         return _disconnected(request, ClientDisconnected())
     type_, code = _FRAMEWORK.get(status, ("invalid_request_error" if status < 500 else "server_error", None))
-    if status == 404:
+    param = None
+    if status == 400 and (invalid := _invalid_parameter(exc)):  # a query or path parameter
+        param, reason = invalid
+        message = f"Invalid value for '{param}': {reason}."
+        code = "invalid_value"
+    elif status == 404:
         message = f"No route {request.method} {request.url.path}. See docs/api.md for the routes."
     elif status == 405:
         message = f"Method {request.method} is not allowed on {request.url.path}."
@@ -75,11 +80,20 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
         message = "The request body is larger than this server accepts (see --max-body-size)."
     else:
         message = exc.detail
-    response = _envelope(status, message, type_, code, request=request)
+    response = _envelope(status, message, type_, code, param, request=request)
     # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
     return response
+
+
+def _invalid_parameter(exc: HTTPException) -> tuple[str, str] | None:
+    """The parameter Litestar's validation refused and why (its `extra` holds `key` and
+    `message`), or None."""
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    first = extra[0] if extra and isinstance(extra[0], dict) else {}
+    key, reason = first.get("key"), first.get("message")
+    return (key, reason) if isinstance(key, str) and isinstance(reason, str) else None
 
 
 def _unexpected(request: Request, exc: Exception) -> Response:

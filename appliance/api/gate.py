@@ -1,5 +1,6 @@
-"""The outermost ASGI layer: request framing, Host, CORS, API-key, Origin and Content-Type
-checks (`csrf`), per-request metrics and one log line per request.
+"""The outermost ASGI layer: request framing, one credential header of each name, Host, CORS,
+API-key, Origin and Content-Type checks (`csrf`), per-request metrics and one log line per request
+(what it holds from the client capped, `RequestRecord`).
 
 It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
 know (model, user, the engine streams) to the current `RequestRecord`.
@@ -24,9 +25,10 @@ from litestar.utils.path import normalize_path
 from appliance.api.csrf import SAFE_METHODS, json_media_type, same_origin
 from appliance.api.route_labels import RouteLabels
 from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
+from appliance.logs import capped
 from appliance.metrics import Metrics
 
-__all__ = ["Gate", "RequestRecord", "api_key", "current_record"]
+__all__ = ["RECORDED_CHARS", "Gate", "RequestRecord", "api_key", "current_record"]
 
 access_log = logging.getLogger("appliance.access")
 
@@ -38,12 +40,22 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 @dataclass
 class RequestRecord:
-    """What the access log says about one request; handlers fill in model, user and streams."""
+    """What the access log says about one request; handlers fill in model, user and streams.
+
+    Every string it is given is capped at `RECORDED_CHARS` as it is set: the model and user come
+    from the body, on every route (an 8 MB `user` once went whole into each access line)."""
 
     request_id: str
     model: str | None = None
     user: str | None = None
     streams: Sequence[Any] = field(default_factory=tuple)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, capped(value, RECORDED_CHARS) if isinstance(value, str) else value)
+
+
+RECORDED_CHARS = 256
+"""Of each string a `RequestRecord` holds (OpenAI's and Anthropic's ids are far shorter)."""
 
 
 ADMIN_PREFIX = "/admin/"
@@ -150,6 +162,16 @@ class Gate:
                     "ambiguous_length",
                     [(b"connection", b"close")],
                 )
+            elif repeated := _repeated_credential(scope):
+                # Which of two keys would count is up to each reader (this gate read the last, a
+                # proxy in front may check the first): refused, not guessed.
+                await refuse(
+                    400,
+                    f"The request carries more than one '{repeated}' header; send the key once.",
+                    "invalid_request_error",
+                    "duplicate_header",
+                    param=repeated,
+                )
             elif self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
                 await refuse(
                     400,
@@ -231,8 +253,8 @@ class Gate:
         line: dict[str, Any] = {
             "event": "request",
             "id": record.request_id,
-            "method": scope["method"][:_LOGGED_CHARS],
-            "path": path[:_LOGGED_CHARS],
+            "method": capped(scope["method"], _LOGGED_CHARS),
+            "path": capped(path, _LOGGED_CHARS),
             "status": status or 499,
             "latency_ms": round(seconds * 1000, 1),
         }
@@ -271,6 +293,21 @@ def _presented_key(scope: Scope) -> bytes | None:
     return headers.get(b"x-api-key", b"").strip() or None
 
 
+_CREDENTIAL_HEADERS = (b"authorization", b"x-api-key")
+
+
+def _repeated_credential(scope: Scope) -> str | None:
+    """The name of a credential header the request carries more than once, or None. (h11 refuses
+    a repeated Host itself.)"""
+    seen: set[bytes] = set()
+    for name, _ in scope["headers"]:
+        if name in _CREDENTIAL_HEADERS:
+            if name in seen:
+                return name.decode()
+            seen.add(name)
+    return None
+
+
 def api_key(request: Any) -> str | None:
     """The API key the client presented, as the gate read it (None without one, or without the
     gate): a handler that keeps things per key (stored responses) asks this, never the headers."""
@@ -297,10 +334,11 @@ async def _error(
     headers: list[tuple[bytes, bytes]] | None = None,
     *,
     anthropic: bool = False,
+    param: str | None = None,
 ) -> None:
     """The refusal in OpenAI's envelope, or Anthropic's on the Messages API's paths."""
     error = {"type": error_type(status), "message": message} if anthropic else {"message": message, "type": type_}
-    payload = {"type": "error", "error": error} if anthropic else {"error": {**error, "param": None, "code": code}}
+    payload = {"type": "error", "error": error} if anthropic else {"error": {**error, "param": param, "code": code}}
     body = json.dumps(payload).encode()
     await send(
         {

@@ -8,11 +8,10 @@ answer for a generation that fails (see `dialects.lmi.GenerationError`).
 
 from __future__ import annotations
 
-import msgspec
 from litestar import Request, Response, Router, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_body
+from appliance.api.decoding import convert_body, decode_json
 from appliance.api.errors import error_response
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
@@ -27,15 +26,6 @@ from appliance.runtime.registry import ModelRegistry
 __all__ = ["router"]
 
 _JSONLINES = "application/jsonlines"
-_NOT_JSON = object()
-
-
-def _parsed(raw: bytes) -> object:
-    """The body's JSON values (parsed once for both schemas), or _NOT_JSON."""
-    try:
-        return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return _NOT_JSON
 
 
 def _stream(chunks: object, options: lmi.LmiOptions, *, chat: bool) -> Stream:
@@ -75,16 +65,14 @@ async def invocations(
     request: Request, models: ModelRegistry, media: ImageLoader, lmi_options: lmi.LmiOptions, model: str | None = None
 ) -> Response:
     """LMI rolling-batch / dynamic-batch generation, or chat completions when `messages` is sent."""
-    raw = await request.body()
-    parsed = _parsed(raw)
+    parsed = decode_json(await request.body())  # once, for both schemas
     if isinstance(parsed, dict) and "messages" in parsed:
         request.state.openai_errors = True  # a chat body's errors keep OpenAI's envelope
         # A chat body's own `model` chooses, when the path names none; the default only without.
         named = model or (parsed["model"] if isinstance(parsed.get("model"), str) else None)
         return await _chat(request, lmi.invocation_engine(models, lmi_options, named), parsed, media, lmi_options)
     engine = lmi.invocation_engine(models, lmi_options, model)
-    # A body that is not JSON goes to the typed decoder, whose error names what is wrong.
-    body = decode_body(raw, InvocationRequest) if parsed is _NOT_JSON else convert_body(parsed, InvocationRequest)
+    body = convert_body(parsed, InvocationRequest)
     record = record_request(engine.name, None)
     generation = await unless_disconnected(request, lmi.open_generation(engine, body))
     if record:

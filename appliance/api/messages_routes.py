@@ -24,7 +24,7 @@ from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.anthropic.errors import error_body
 from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
-from appliance.errors import ApplianceError, InvalidRequest
+from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.anthropic import CountTokensRequest, MessagesRequest, TokenCount
 from appliance.runtime.registry import ModelRegistry
@@ -36,8 +36,6 @@ T = TypeVar("T")
 
 
 def _body(raw: bytes, kind: type[T]) -> T:
-    if not raw.strip():
-        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
     return convert_body(prepare_body(decode_json(raw)), kind)
 
 

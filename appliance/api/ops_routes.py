@@ -9,11 +9,12 @@ from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.engine import EngineClient
-from appliance.errors import NotFound
+from appliance.errors import InvalidRequest, NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.watchdog import engine_rss_mb
+from appliance.settings import MAX_DRAIN_SECONDS
 
 __all__ = ["routes"]
 
@@ -146,8 +147,12 @@ async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
 
 @post("/admin/models/{name:str}/unload", status_code=200)
 async def admin_unload(name: str, models: ModelRegistry, drain_seconds: float = 30.0) -> dict[str, object]:
-    """Unload the model once its requests finish (at most `drain_seconds`; those still running then
-    fail); its next request loads it again."""
+    """Unload the model once its requests finish (at most `drain_seconds`, up to an hour; those
+    still running then fail); its next request loads it again."""
+    if not 0 <= drain_seconds <= MAX_DRAIN_SECONDS:  # false for nan too (Litestar reads "nan" and "inf")
+        raise InvalidRequest(
+            f"drain_seconds must be a number of seconds from 0 to {MAX_DRAIN_SECONDS:g}.", param="drain_seconds"
+        )
     engine = models.get(name)
     unloaded = await engine.unload(drain_seconds)
     return {"model": engine.name, "unloaded": unloaded, **_lifecycle(engine)}

@@ -34,10 +34,7 @@ def _owner(request: Request) -> str:
 async def create_response(
     request: Request, models: ModelRegistry, media: ImageLoader, response_store: ResponseStore
 ) -> Response:
-    raw = await request.body()
-    if not raw.strip():
-        raise InvalidRequest("The request body is empty; send a JSON object.", code="invalid_json")
-    body = convert_body(prepare_body(decode_json(raw)), ResponsesRequest)
+    body = convert_body(prepare_body(decode_json(await request.body())), ResponsesRequest)
     record_request(body.model, body.user)  # the access log names the model even when it is unknown
     engine = models.get(body.model)
     owner = _owner(request)

@@ -45,12 +45,18 @@ __all__ = [
 
 Temperature = Annotated[float, Meta(ge=0, le=1)]
 """Anthropic's range (OpenAI's goes to 2)."""
-CacheControl = dict[str, Any]
-"""Accepted on blocks, tools and the request without effect: prefix caching here is automatic."""
 
 
 class _Request(Struct, kw_only=True, forbid_unknown_fields=True):
     """Unknown fields are refused: a parameter the appliance does not honour must not be ignored."""
+
+
+class CacheControl(_Request):
+    """Accepted on blocks, tools and the request without effect: prefix caching here is automatic.
+    Checked as Anthropic checks it, so a typo is a 400 here as it is there."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
 
 
 # --- content blocks ----------------------------------------------------------------------------

@@ -62,7 +62,9 @@ class CreateEmbeddingResponse(Struct, kw_only=True):
     usage: EmbeddingUsage
 
 
-class RerankDocument(Struct, kw_only=True):
+class RerankDocument(_Request):
+    """A document as an object (Jina's and Cohere's shape): its text, and no other field."""
+
     text: str
 
 

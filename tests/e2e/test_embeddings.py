@@ -209,6 +209,11 @@ def test_score_with_an_embedding_model_is_the_cosine_of_its_vectors(server: Runn
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["x"] * (MAX_INPUTS + 1)}, "documents"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["ok", "word " * 600]}, "documents[1]"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": [3]}, "documents[0]"),
+        (
+            "/v1/rerank",
+            {"model": "demo-rerank", "query": "a", "documents": ["x", {"text": "y", "title": "t"}]},
+            "documents[1].title",
+        ),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["x"], "top_n": 0}, "top_n"),
         ("/v1/rerank", {"model": "demo-embed", "query": "a", "documents": ["x"]}, "model"),
         ("/v1/score", {"model": "demo-rerank", "text_1": ["a", "b"], "text_2": ["x", "y", "z"]}, "text_2"),

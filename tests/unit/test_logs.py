@@ -50,3 +50,31 @@ def test_engines_are_told_how_the_server_logs() -> None:
     assert current_logging() == ("warning", "json")
     configure_logging("debug")
     assert current_logging() == ("debug", "text")
+
+
+def test_capped_keeps_both_ends_and_says_how_much_was_cut() -> None:
+    from appliance.logs import capped
+
+    assert capped("short", 10) == "short"
+    cut = capped("a" * 500 + "b" * 500, 100)
+    assert len(cut) <= 100 and cut.startswith("a" * 30) and cut.endswith("b" * 30) and "[932 chars cut]" in cut
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_no_message_field_or_traceback_makes_a_line_long(capsys: pytest.CaptureFixture[str], log_format) -> None:
+    from appliance.logs import MAX_LOGGED_CHARS, MAX_TRACEBACK_CHARS
+
+    configure_logging("info", log_format)
+    huge = "x" * 1_000_000
+    logging.getLogger("appliance.api").info("unhandled error on %s %s", "GET", huge)
+    logging.getLogger("appliance.access").info("%s", huge, extra={"fields": {"event": "request", "user": huge}})
+    try:
+        raise ValueError(huge)
+    except ValueError:
+        logging.getLogger("appliance.api").exception("failed")
+    out = capsys.readouterr().out
+    assert "chars cut" in out and len(out) < 2 * MAX_LOGGED_CHARS + MAX_TRACEBACK_CHARS + 1000, len(out)
+    if log_format == "json":  # still one JSON object per line
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert lines[1]["user"].endswith("x" * 100) and len(lines[1]["user"]) <= MAX_LOGGED_CHARS
+        assert lines[2]["exception"].endswith("x" * 100) and len(lines[2]["exception"]) <= MAX_TRACEBACK_CHARS

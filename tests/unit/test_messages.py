@@ -192,6 +192,23 @@ def test_what_reaches_the_chat_template(client: TestClient, engine: FakeEngineCl
         ({"temperature": 1.5}, "temperature"),
         ({"max_tokens": 0}, "max_tokens"),
         ({"surprise": 1}, "surprise"),
+        # Nested objects are as strict as the request (issue 40, L1).
+        ({"cache_control": {"type": "persistent"}}, "cache_control.type"),
+        ({"cache_control": {"type": "ephemeral", "ttl": "1d"}}, "cache_control.ttl"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "scope": "global"}}
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[0].cache_control.scope",
+        ),
+        ({"tools": [{**WEATHER, "cache_control": {}}]}, "tools[0].cache_control.type"),
     ],
 )
 def test_refusals_name_the_messages_field(client: TestClient, fields: dict, param: str) -> None:
@@ -200,6 +217,69 @@ def test_refusals_name_the_messages_field(client: TestClient, fields: dict, para
     body = response.json()
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
     assert body["error"]["message"].startswith(f"{param}:"), body
+
+
+USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+
+
+def _result(tool_use_id: str) -> dict:
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": "so"}, {"type": "tool_result", "tool_use_id": tool_use_id}],
+    }
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [_result("toolu_1")],  # no assistant turn at all
+        [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": [USE]}, _result("toolu_2")],
+        # a call of an earlier assistant turn, not of the one right before
+        [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": [USE]},
+            _result("toolu_1"),
+            {"role": "assistant", "content": "Anything else?"},
+            _result("toolu_1"),
+        ],
+    ],
+)
+def test_a_tool_result_must_answer_a_call_of_the_turn_before(client: TestClient, messages: list[dict]) -> None:
+    where = f"messages[{len(messages) - 1}].content[1].tool_use_id"
+    for path, body in [
+        ("/v1/messages", {"model": "fake", "max_tokens": 8, "messages": messages}),
+        ("/v1/messages/count_tokens", {"model": "fake", "messages": messages}),
+    ]:
+        refused = client.post(path, json=body, headers=HEADERS)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["message"].startswith(f"{where}:"), refused.json()
+
+
+def test_tool_results_answer_calls_of_consecutive_assistant_turns(client: TestClient) -> None:
+    second = {**USE, "id": "toolu_2"}
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [USE]},
+        {"role": "assistant", "content": [second]},
+        _result("toolu_1"),
+        _result("toolu_2"),  # consecutive user turns are one turn too
+    ]
+    assert create(client, messages=messages).status_code == 200
+    counted = client.post("/v1/messages/count_tokens", json={"model": "fake", "messages": messages}, headers=HEADERS)
+    assert counted.status_code == 200, counted.text
+
+
+def test_cache_control_as_anthropic_documents_it_is_accepted(client: TestClient) -> None:
+    ephemeral = {"type": "ephemeral", "ttl": "1h"}
+    text = {"type": "text", "text": "one two three", "cache_control": {"type": "ephemeral"}}
+    response = create(
+        client,
+        cache_control=ephemeral,
+        system=[{"type": "text", "text": "Be brief.", "cache_control": ephemeral}],
+        tools=[{**WEATHER, "cache_control": {"type": "ephemeral", "ttl": "5m"}}],
+        messages=[{"role": "user", "content": [text]}],
+    )
+    assert response.status_code == 200, response.text
 
 
 def test_thinking_needs_a_reasoning_parser() -> None:

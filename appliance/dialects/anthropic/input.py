@@ -10,7 +10,9 @@ blocks become one assistant message (its text, its tool calls with the input as 
 read. Consecutive turns of the same role are combined into one, as Anthropic's API does (many chat
 templates refuse two user or two assistant messages in a row). Images keep the chat plan's checks
 and guards: a base64 source becomes a data URL, a url source the URL itself (http(s) under the
-SSRF policy, or a local file inside the allowed directory). An error the chat plan raises about
+SSRF policy, or a local file inside the allowed directory). A `tool_result` must answer a
+`tool_use` of the assistant turn right before it, as Anthropic's API requires (400 naming its
+`tool_use_id` otherwise). An error the chat plan raises about
 `messages[k].content[j]` names the block it came from (`messages[i].content[b]`).
 """
 
@@ -166,7 +168,9 @@ def _parts(message: UserMessage, origin: _Origin) -> list:
     return list(message.content)
 
 
-def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
+def _user_turn(message: MessageParam, path: str, result: ChatMessages, issued: set[str]) -> None:
+    """`issued`: the ids of the tool_use blocks of the assistant turn before this one, the only
+    ones its tool_result blocks may answer."""
     if isinstance(message.content, str):
         result.add(UserMessage(content=message.content), _Origin(path))
         return
@@ -179,6 +183,13 @@ def _user_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
         elif isinstance(block, ImageBlock):
             parts.append(_image(block, where))
         elif isinstance(block, ToolResultBlock):
+            if block.tool_use_id not in issued:
+                # Anthropic's rule (and its 400): a result answers a call of the turn right before.
+                raise InvalidRequest(
+                    "This tool_result answers no tool_use block of the assistant message before it: each "
+                    "tool_result's tool_use_id must be the id of a tool_use in the previous assistant message.",
+                    param=f"{where}.tool_use_id",
+                )
             if parts:
                 result.add(UserMessage(content=parts), origin)
                 parts, origin = [], _Origin(path)
@@ -228,10 +239,20 @@ def chat_messages(system: str | list[TextBlock] | None, messages: list[MessagePa
     result = ChatMessages()
     if system:
         result.add(SystemMessage(content=system if isinstance(system, str) else _text(system)), _Origin("system"))
+    issued: set[str] = set()
     for index, message in enumerate(messages):
         path = f"messages[{index}]"
         if message.role == "user":
-            _user_turn(message, path, result)
+            _user_turn(message, path, result, issued)
         else:
+            if index == 0 or messages[index - 1].role != "assistant":
+                issued = set()  # consecutive assistant turns are one message: their calls add up
+            issued |= _tool_use_ids(message)
             _assistant_turn(message, path, result)
     return result
+
+
+def _tool_use_ids(message: MessageParam) -> set[str]:
+    if isinstance(message.content, str):
+        return set()
+    return {block.id for block in message.content if isinstance(block, ToolUseBlock)}
