@@ -33,9 +33,9 @@ def build_demo(
 
     A model whose stamp matches its recipe (and whose key files exist) is left alone, so re-running
     is cheap; `force=True` rebuilds the named models (not the ones they merely depend on).
-    Returns the graph paths of `names` (of those that have a graph), in order. Raises ValueError for an unknown name, and
-    `packaged.MissingPackageError` (a ValueError) for a model whose package is not installed, before
-    building anything.
+    Returns the graph paths of `names` (of those that have a graph), in order. Raises ValueError
+    for an unknown name, and `packaged.MissingPackageError` (a ValueError) for a model whose
+    package is not installed, before building anything.
     """
     root = Path(root)
     if isinstance(names, str):  # a lone name, not a sequence of one-letter names

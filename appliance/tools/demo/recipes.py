@@ -9,8 +9,8 @@ tokenizers.
 This module only describes models; building them lives in `export` (heavy imports), `whisper`
 (the speech models, with `ct2` reading CTranslate2 files), `packaged` (files from installed
 packages) and `builder` (caching and file layout) beside it. Adding a demo model means adding one
-`DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them makes the next
-`build_demo` rebuild that model.
+`DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them
+makes the next `build_demo` rebuild that model.
 """
 
 from __future__ import annotations
