@@ -133,6 +133,33 @@ class Metrics:
             buckets=(0.5, 1, 2, 5, 10, 20, 60, 120, 300, 600),
             registry=r,
         )
+        self.load_queue_length = Gauge(
+            "appliance_load_queue_length", "Models waiting for room to load under max_loaded_models", registry=r
+        )
+        self.load_queue_wait = Histogram(
+            "appliance_load_queue_wait_seconds",
+            "Time a model waited for room to load, from its first request queued to its load starting",
+            ["model"],
+            buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 20, 60, 120, 300, 600),
+            registry=r,
+        )
+        self.load_queue_refused = Counter(
+            "appliance_load_queue_refused",
+            "Requests refused a place in the load queue (reason: full) or that waited load_timeout_seconds (timeout)",
+            ["model", "reason"],
+            registry=r,
+        )
+        self.model_evictions = Counter(
+            "appliance_model_evictions",
+            "Engines unloaded to make room for a waiting model (also counted in appliance_model_unloads_total)",
+            ["model"],
+            registry=r,
+        )
+        self.loaded_engines = Gauge(
+            "appliance_loaded_engines",
+            "Engine processes counted against max_loaded_models (loading, ready, draining, retiring, exiting)",
+            registry=r,
+        )
         self.event_loop_lag = Histogram(
             "appliance_event_loop_lag_seconds",
             "How late the server's event loop runs a 10 ms timer",

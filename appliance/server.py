@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -86,8 +87,7 @@ def serve(settings: Settings) -> int:
             server.should_exit = True
 
     metrics = Metrics()
-    engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
-    registry = ModelRegistry(engines, max_loaded_models=settings.max_loaded_models)
+    registry = _registry(settings, graphs, metrics, on_fatal)
     # Engines started by a reload must not stop the server when they fail: the reload reports it.
     reloader = Reloader(
         registry,
@@ -158,6 +158,20 @@ def serve(settings: Settings) -> int:
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0
+
+
+def _registry(
+    settings: Settings, graphs: list[Graph], metrics: Metrics, on_fatal: Callable[[str], None]
+) -> ModelRegistry:
+    """An engine client per graph (none started yet), served under the settings' load limits."""
+    engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
+    return ModelRegistry(
+        engines,
+        max_loaded_models=settings.max_loaded_models,
+        load_queue_size=settings.load_queue_size,
+        min_resident_seconds=settings.min_resident_seconds,
+        metrics=metrics,
+    )
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -109,12 +109,33 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     max_loaded_models: Annotated[
         int,
         _about(
-            "at most this many models loaded at once (0: no limit); a request for an unloaded model "
-            "unloads the least recently used idle one first, or gets a 503 if all are busy",
+            "at most this many engines loaded at once (0: no limit), engines retiring after a reload "
+            "counted until gone; a request for a model that does not fit waits in a fair queue while "
+            "a loaded one is unloaded between its requests (load_queue_size, min_resident_seconds, "
+            "the graph's load_timeout_seconds)",
             "N",
             ge=0,
         ),
     ] = 0
+    load_queue_size: Annotated[
+        int,
+        _about(
+            "under max_loaded_models, models that may wait for room to load, at most (the requests for "
+            "one model share its place); a request for one more gets 503 with Retry-After at once",
+            "N",
+            ge=1,
+        ),
+    ] = 8
+    min_resident_seconds: Annotated[
+        float,
+        _about(
+            "under max_loaded_models, how long a model stays loaded before it may be unloaded to make "
+            "room for a waiting one, so two models cannot take turns at every request",
+            "S",
+            ge=0,
+            le=3600,
+        ),
+    ] = 10.0
     server_cpus: Annotated[
         str,
         _about(

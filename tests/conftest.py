@@ -136,6 +136,18 @@ def copy_demo_graphs(demo_root: Path, graphs: Path, names: list[str]) -> Path:
     return graphs
 
 
+def on_demand_chats(demo_root: Path, graphs: Path, names: list[str], extra: str = "") -> Path:
+    """Copies of demo-chat under `names` in `graphs` (made if missing), each `load = "on_demand"`
+    with the graph-file lines `extra`."""
+    graphs.mkdir(parents=True, exist_ok=True)
+    text = (demo_root / "graphs" / "demo-chat.toml").read_text()
+    text = text.replace('"../models/', f'"{(demo_root / "models").resolve()}/')
+    for name in names:
+        graph = text.replace('name = "demo-chat"', f'name = "{name}"\nload = "on_demand"\n{extra}')
+        (graphs / f"{name}.toml").write_text(graph)
+    return graphs
+
+
 def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:

@@ -76,8 +76,7 @@ def create_app(
             if task is not None:
                 task.cancel()
             monitor.stop()
-            if reloader is not None:
-                await reloader.close()
+            await models.lifecycle.close()  # engines retiring after a reload stop first
             await media.aclose()
             if start_engines:
                 for engine in list(models):

@@ -133,15 +133,21 @@ async def admin_models(models: ModelRegistry) -> dict[str, object]:
     return {
         "max_loaded_models": models.max_loaded_models,
         "loaded": len(models.loaded()),
+        # Engine processes counted against the limit: engines retiring after a reload and exiting
+        # ones included, so this may exceed `loaded` for a moment.
+        "engines": models.lifecycle.engines,
+        "load_queue": models.lifecycle.waiting,
         "models": {engine.name: _lifecycle(engine) for engine in models},
     }
 
 
 @post("/admin/models/{name:str}/load", status_code=200)
 async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
-    """Load the model now (as its first request would) and answer once it is ready."""
+    """Load the model now (as its first request would, waiting for room in the same queue) and
+    answer once it is ready. During an unload's drain it cancels the unload: the model serves on
+    (unless the unload makes room for a waiting model: then it waits its turn to load again)."""
     engine = models.get(name)
-    await engine.ensure_loaded()
+    await models.lifecycle.load(engine)
     return {"model": engine.name, **_lifecycle(engine)}
 
 
@@ -154,7 +160,7 @@ async def admin_unload(name: str, models: ModelRegistry, drain_seconds: float = 
             f"drain_seconds must be a number of seconds from 0 to {MAX_DRAIN_SECONDS:g}.", param="drain_seconds"
         )
     engine = models.get(name)
-    unloaded = await engine.unload(drain_seconds)
+    unloaded = await models.lifecycle.unload(engine, drain_seconds)
     return {"model": engine.name, "unloaded": unloaded, **_lifecycle(engine)}
 
 

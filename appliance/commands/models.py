@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(answer, indent=2))
     elif args.action == "list":
         print(f"{answer['loaded']} loaded (max_loaded_models {answer['max_loaded_models'] or 'unlimited'})")
+        if answer.get("load_queue"):
+            print(f"waiting for room to load: {', '.join(answer['load_queue'])}")
         print(f"{'model':<24} {'state':<10} {'load':<10} {'pid':>8} {'RSS MiB':>8} {'in flight':>9} {'idle s':>7}")
         for name, model in answer["models"].items():
             pid, rss = model["pid"] or "-", model["rss_mb"] if model["rss_mb"] is not None else "-"

@@ -9,7 +9,9 @@ admitted like generations (counted in `in_flight`, under `max_queued_requests`, 
 
 The process and its pipe are `engine_process.EngineProcess` (the event loop never blocks on it);
 here is what its messages and its exit mean: accepted requests and their streams, admission, loads
-on demand and unloads, restarts after a crash with back-off.
+on demand and unloads, restarts after a crash with back-off. When a model loads or unloads, and how
+many may be loaded at once, is the runtime's decision (`appliance.runtime.lifecycle`): it sets
+`loader` and `on_released`.
 """
 
 from __future__ import annotations
@@ -130,11 +132,19 @@ class EngineClient:
         self.last_used = time.monotonic()
         """When a request last arrived or finished (monotonic seconds): idle unloading and the
         least recently used model to unload first go by it."""
-        self.make_room: Callable[[EngineClient], Awaitable[None]] | None = None
-        """Called before a load on demand: the runtime unloads other models to stay within its
-        budget, or raises Overloaded."""
+        self.loader: Callable[[EngineClient], Awaitable[None]] | None = None
+        """`ensure_loaded` for this engine when the runtime decides when it may load (it waits for
+        room under the runtime's limit, then calls `begin_load`); None: it loads at once."""
+        self.on_released: Callable[[EngineClient], None] | None = None
+        """Called once one of its engine processes has exited (unloaded, stopped, died): the
+        memory it held is free."""
+        self.exiting = 0
+        """Engine processes told to exit and not gone yet (they still hold their memory)."""
         self._on_demand: asyncio.Future[None] | None = None
         """While a load on demand runs: done once the engine is ready, failed if it cannot load."""
+        self._drain: object | None = None
+        """While an unload of a ready engine waits for its requests: that unload's token (`keep`
+        cancels it by clearing this)."""
         self.max_context = 0
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self.speculation = (0, 0)
@@ -226,8 +236,26 @@ class EngineClient:
 
     @property
     def available(self) -> bool:
-        """Serving, or able to serve a request by loading on demand (/health counts it ready)."""
-        return self.status == "ready" or self.state == "unloaded" or self._on_demand is not None
+        """Serving, or able to serve a request by loading on demand (/health counts it ready): a
+        model being unloaded too, since its next request waits and loads it again."""
+        return self.status == "ready" or self.state in ("unloaded", "unloading") or self._on_demand is not None
+
+    @property
+    def processes(self) -> int:
+        """Engine processes holding memory: the running one (or the one a restart is about to
+        start) and those still exiting."""
+        running = self._process is not None or self.state == "restarting"
+        return int(running) + self.exiting
+
+    @property
+    def loading(self) -> asyncio.Future[None] | None:
+        """While a load on demand runs: done once the engine is ready, failed if it cannot load."""
+        return self._on_demand
+
+    @property
+    def draining(self) -> bool:
+        """An unload is waiting for this ready engine's requests to finish (`keep` can cancel it)."""
+        return self._drain is not None
 
     @property
     def idle_seconds(self) -> float:
@@ -241,42 +269,70 @@ class EngineClient:
     async def ensure_loaded(self) -> None:
         """Load an unloaded engine and wait until it is ready (concurrent callers share one load,
         bounded by `load_timeout_seconds`); at once for an engine already loaded or loading at
-        start-up. Raises ModelNotReady (503) if it does not load, Overloaded if there is no room."""
+        start-up. With a `loader`, the runtime decides when the load starts. Raises ModelNotReady
+        (503) if it does not load in time, Overloaded if there is no room."""
         self.last_used = time.monotonic()
+        if self.loader is not None:
+            await self.loader(self)
+            return
         if self.state == "unloaded":
-            if self.make_room is not None:
-                await self.make_room(self)
-            if self.state == "unloaded":  # not started by a request that made room meanwhile
-                self.load_error = ""
-                self._on_demand = asyncio.get_running_loop().create_future()
-                self._metrics.loaded_on_demand()
-                self.start()
-        loading = self._on_demand
+            self.begin_load()
+        await self.wait_loaded(self._on_demand, self.graph.load_timeout_seconds)
+
+    def begin_load(self) -> asyncio.Future[None]:
+        """Start loading the unloaded engine on demand; the future is done once it is ready, failed
+        if it cannot load."""
+        self.load_error = ""
+        loading = self._on_demand = asyncio.get_running_loop().create_future()
+        self._metrics.loaded_on_demand()
+        self.start()
+        return loading
+
+    async def wait_loaded(self, loading: asyncio.Future[None] | None, seconds: float) -> None:
+        """Wait for the load on demand `loading` (None: nothing to wait for), at most `seconds`;
+        ModelNotReady (503) when it fails or is not ready by then."""
         if loading is None:
             return
-        timeout = self.graph.load_timeout_seconds
         try:
-            await asyncio.wait_for(asyncio.shield(loading), timeout)
+            await asyncio.wait_for(asyncio.shield(loading), max(0.0, seconds))
         except TimeoutError:
+            timeout = self.graph.load_timeout_seconds
             raise ModelNotReady(
-                f"Model '{self.name}' is loading and was not ready within {timeout:g} s; try again shortly.",
+                f"Model '{self.name}' is loading and was not ready within {timeout:g} s "
+                "(load_timeout_seconds); try again shortly.",
                 retry_after=5,
             ) from None
 
     async def unload(self, drain_seconds: float = 0.0) -> bool:
         """Stop the engine once its requests finish (waiting at most `drain_seconds`; requests
-        still running then fail); the next request loads it again. False if it was not loaded."""
+        still running then fail); the next request loads it again. False if it was not loaded,
+        or if `keep` cancelled the unload while it waited for its requests."""
         if self.state not in ("ready", "loading", "restarting"):
             return False
+        drain = self._drain = object() if self.state == "ready" else None
         self.state = "unloading"
         deadline = time.monotonic() + drain_seconds
-        while self.in_flight and time.monotonic() < deadline:
+        while self.in_flight and time.monotonic() < deadline and self._drain is drain:
             await asyncio.sleep(0.05)
+        if self._drain is not drain:  # kept (and perhaps being unloaded again by another call)
+            return False
+        self._drain = None
         self.state = "unloaded"
         self._ever_ready = False
         self._metrics.unloaded()
         log.info("engine %s: unloaded", self.name)
         await self._shut_down(ModelNotReady(f"Model '{self.name}' was unloaded.", retry_after=1))
+        return True
+
+    def keep(self) -> bool:
+        """Cancel an unload still waiting for this engine's requests to finish: it serves on, the
+        same process. False when there is none to cancel (not unloading, or its process is already
+        being stopped)."""
+        if self._drain is None or self.state != "unloading":
+            return False
+        self._drain = None
+        self.state = "ready"
+        log.info("engine %s: unload cancelled; serving on", self.name)
         return True
 
     def start(self) -> None:
@@ -320,7 +376,16 @@ class EngineClient:
         self._ready.clear()
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self._update_gauges()
-        await process.shut_down(timeout)
+        self.exiting += 1
+        try:
+            await process.shut_down(timeout)
+        finally:
+            self.exiting -= 1
+            self._released()
+
+    def _released(self) -> None:
+        if self.on_released is not None:
+            self.on_released(self)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -335,9 +400,10 @@ class EngineClient:
     def _unreserve(self) -> None:
         self._reserved -= 1
 
-    def _check_ready(self) -> None:
+    def _check_ready(self, *, reserved: bool = False) -> None:
         status = self.status
-        if status not in ("ready", "degraded"):
+        # A request that holds a reserved place is in flight: an unload waits for it to finish.
+        if status not in ("ready", "degraded") and not (reserved and self.draining):
             raise ModelNotReady(f"Model '{self.name}' is {status}; try again shortly.", retry_after=5)
 
     def require(self, task: Task) -> None:
@@ -372,11 +438,13 @@ class EngineClient:
         request_id = next(_ids)
         frames = _frames(Submit(request_id=request_id, prompt=prompt, params=params))
         self.require("generate")  # before loading a model on demand for a route it does not serve
-        await self.ensure_loaded()
+        reserved = reservation is not None and reservation.held
+        if not reserved:  # a reserved place was taken on a loaded engine, which waits for it
+            await self.ensure_loaded()
         self.last_used = time.monotonic()
         # Checked and reserved with no await in between: concurrent submits cannot overshoot.
-        if reservation is not None and reservation.held:
-            self._check_ready()
+        if reserved:
+            self._check_ready(reserved=True)
             reservation.release()  # its place passes to the stream registered below
         else:
             self._admit("generate")
@@ -561,6 +629,12 @@ class EngineClient:
         self._streams.clear()
 
     def _on_engine_died(self) -> None:
+        try:
+            self._handle_death()
+        finally:
+            self._released()
+
+    def _handle_death(self) -> None:
         process, self._process = self._process, None
         exit_code = process.exit_code() if process is not None else None
         self._ready.clear()

@@ -257,7 +257,8 @@ class Graph(_Config, dict=True):
     """Stop the engine after this long with no request in flight (0: never); the next request
     loads it again, as an on-demand model's first one does."""
     load_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600
-    """How long a request waits for its model to load on demand before a 503."""
+    """How long a request waits for its model to load on demand before a 503: its turn in the load
+    queue under `max_loaded_models` and the load together."""
     source: str = ""
     """The graph file this came from (filled in by the loader)."""
 

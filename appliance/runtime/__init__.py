@@ -1,6 +1,9 @@
 """What keeps the models up: the registry of engines, reloads, the watchdog and systemd.
 
 - `registry.py`: the served engines by name (what requests are routed to).
+- `lifecycle.py`: `Lifecycle`, owned by the registry: loads on demand in a fair queue under
+  `max_loaded_models`, unloads to make room (between a model's requests, after a minimum
+  residency), engines retiring after a reload counted until gone.
 - `reload.py`: `Reloader`, graph-directory reloads (SIGHUP, `POST /admin/reload`) and recycling
   one engine, each a swap without dropped requests (the old engine drains, then stops).
 - `watchdog.py`: kills engines that made no progress (`engine_hang_seconds`), recycles those

@@ -1,9 +1,8 @@
-"""The served models by name, and the budget of how many may be loaded at once.
+"""The served models by name, and their lifecycle.
 
-A model loaded on demand (`load = "on_demand"`, or unloaded when idle) asks the registry for room
-first (`EngineClient.make_room`): with `max_loaded_models` set, the least recently used loaded
-model with nothing in flight is unloaded to make it; if every loaded model is busy the request
-gets a 503 with Retry-After, never a load that would not fit.
+Requests are routed through the registry (`get`); when an engine may load or must unload to stay
+within `max_loaded_models` is the registry's `lifecycle` (`runtime.lifecycle.Lifecycle`), which
+every engine put here asks before it loads on demand.
 """
 
 from __future__ import annotations
@@ -11,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from appliance.engine import EngineClient
-from appliance.errors import NotFound, Overloaded
+from appliance.errors import NotFound
+from appliance.metrics import Metrics
+from appliance.runtime.lifecycle import Lifecycle
 
 __all__ = ["ModelRegistry"]
 
@@ -19,14 +20,32 @@ __all__ = ["ModelRegistry"]
 class ModelRegistry:
     """Engine clients keyed by model name, in graph-file order."""
 
-    def __init__(self, engines: list[EngineClient], *, max_loaded_models: int = 0) -> None:
+    def __init__(
+        self,
+        engines: list[EngineClient],
+        *,
+        max_loaded_models: int = 0,
+        load_queue_size: int = 8,
+        min_resident_seconds: float = 10.0,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._engines: dict[str, EngineClient] = {}
-        self.max_loaded_models = max_loaded_models
-        """At most this many engines loaded (or loading) at once; 0: no limit."""
+        self.lifecycle = Lifecycle(
+            self._engines.values,
+            max_loaded_models=max_loaded_models,
+            load_queue_size=load_queue_size,
+            min_resident_seconds=min_resident_seconds,
+            metrics=metrics,
+        )
         for engine in engines:
             self.put(engine)
         # Set once the server is stopping: /health answers 503 so load balancers stop sending.
         self.draining = False
+
+    @property
+    def max_loaded_models(self) -> int:
+        """At most this many engines loaded (or loading, draining, retiring) at once; 0: no limit."""
+        return self.lifecycle.max_loaded_models
 
     def __iter__(self) -> Iterator[EngineClient]:
         return iter(self._engines.values())
@@ -55,7 +74,7 @@ class ModelRegistry:
         """Serve `engine` under its name from now on; returns the engine it replaced, if any."""
         previous = self._engines.get(engine.name)
         self._engines[engine.name] = engine
-        engine.make_room = self._make_room
+        self.lifecycle.attach(engine)
         return previous
 
     def remove(self, name: str) -> EngineClient | None:
@@ -71,18 +90,3 @@ class ModelRegistry:
     def loaded(self) -> list[EngineClient]:
         """The engines that hold (or are taking) memory: loading, ready, restarting, unloading."""
         return [engine for engine in self if engine.state in ("loading", "ready", "restarting", "unloading")]
-
-    async def _make_room(self, loading: EngineClient) -> None:
-        """Unload least recently used idle engines until `loading` fits `max_loaded_models`."""
-        while self.max_loaded_models and len(others := [e for e in self.loaded() if e is not loading]) >= (
-            self.max_loaded_models
-        ):
-            idle = [engine for engine in others if engine.state == "ready" and not engine.in_flight]
-            if not idle:
-                raise Overloaded(
-                    f"Model '{loading.name}' is not loaded and {len(others)} models are, the limit "
-                    f"(max_loaded_models), all of them busy; try again shortly.",
-                    retry_after=5,
-                )
-            victim = min(idle, key=lambda engine: engine.last_used)
-            await victim.unload()

@@ -4,7 +4,10 @@ A reload validates the whole graph directory first (`prepare`, which runs
 `graphfiles.checks.prepare_graphs`): one bad file fails the reload and leaves every running model
 untouched. Then new graphs start, changed ones start beside the old engine and take over once
 loaded, and removed ones stop taking requests and stop after their in-flight requests finish. A recycle (the watchdog's answer to an engine grown too large)
-is the same swap for one unchanged graph.
+is the same swap for one unchanged graph. The registry's lifecycle counts every engine involved
+against `max_loaded_models` until it is gone: a replacement from the moment it starts (it loads
+at once, beside the old one), a replaced or removed engine until its drain has ended and its
+process exited.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ class Reloader:
         self._drain_seconds = drain_seconds
         self._load_timeout = load_timeout
         self._lock = asyncio.Lock()
-        self._retiring: set[asyncio.Task[None]] = set()
 
     async def reload(self) -> dict[str, object]:
         """Returns what changed: {"added", "replaced", "removed", "unchanged", "failed", "error"}."""
@@ -68,7 +70,7 @@ class Reloader:
                     self._retire(self.registry.put(engine))
                     report["replaced" if current else "added"].append(name)
                     continue
-                engine.start()
+                self._start_beside(engine)
                 starting.append((engine, current))
             for engine, current in starting:
                 if await self._loaded(engine):
@@ -92,21 +94,13 @@ class Reloader:
             await asyncio.sleep(0.1)
         return engine.state == "ready"
 
+    def _start_beside(self, engine: EngineClient) -> None:
+        engine.start()
+        self.registry.lifecycle.adopt(engine)
+
     def _retire(self, engine: EngineClient | None) -> None:
         """Stop `engine` once its in-flight requests finished (or the drain time ran out)."""
-        if engine is None:
-            return
-
-        async def drain_then_stop() -> None:
-            deadline = time.monotonic() + self._drain_seconds
-            while engine.in_flight and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            await engine.stop()
-            log.info("engine %s (%s): stopped after drain", engine.name, engine.graph.source)
-
-        task = asyncio.get_running_loop().create_task(drain_then_stop())
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
+        self.registry.lifecycle.retire(engine, self._drain_seconds)
 
     async def recycle(self, engine: EngineClient, reason: str) -> bool:
         """Replace `engine` by a fresh process of the same graph without dropping requests: the new
@@ -116,7 +110,7 @@ class Reloader:
                 return False  # replaced or removed meanwhile
             log.warning("engine %s: recycling (%s)", engine.name, reason)
             fresh = self._make_engine(engine.graph)
-            fresh.start()
+            self._start_beside(fresh)
             if not await self._loaded(fresh):
                 log.error(
                     "engine %s: the replacement failed to load (%s); keeping the old one", engine.name, fresh.load_error
@@ -125,11 +119,6 @@ class Reloader:
                 return False
             self._retire(self.registry.put(fresh))
             return True
-
-    async def close(self) -> None:
-        """Wait for engines being retired (at shutdown)."""
-        if self._retiring:
-            await asyncio.gather(*self._retiring, return_exceptions=True)
 
 
 def _summary(report: dict[str, object]) -> str:

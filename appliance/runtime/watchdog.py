@@ -90,5 +90,5 @@ def unload_idle_engines(models: ModelRegistry, busy: set[str]) -> None:
             "engine %s: idle for %.1f s (idle_unload_seconds = %g): unloading", engine.name, engine.idle_seconds, idle
         )
         busy.add(engine.name)
-        task = asyncio.get_running_loop().create_task(engine.unload())
+        task = asyncio.get_running_loop().create_task(models.lifecycle.unload(engine))
         task.add_done_callback(lambda _, name=engine.name: busy.discard(name))

@@ -33,6 +33,10 @@ def test_precedence(tmp_path: Path) -> None:
         ('port = "x"\n', "port"),
         ("port = 70000\n", "port"),
         ("port = \n", "not valid TOML"),
+        ("load_queue_size = 0\n", "load_queue_size"),
+        ("min_resident_seconds = -1\n", "min_resident_seconds"),
+        ("min_resident_seconds = inf\n", "min_resident_seconds"),
+        ("min_resident_seconds = nan\n", "min_resident_seconds"),
     ],
 )
 def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
