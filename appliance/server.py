@@ -49,10 +49,13 @@ def serve(settings: Settings) -> int:
     pinned = pin_server(settings.server_cpus)
 
     def prepare(directory: Path) -> list[Graph]:
-        return [
+        graphs = [
             _with_cache_dir(graph, settings.model_cache_dir)
             for graph in prepare_graphs(directory, available_devices(), allow_empty=True)
         ]
+        for graph in graphs:  # at start-up and at each reload: what every bound is derived from
+            log.info("model %s: %s", graph.name, graph.facts.describe(graph.max_context))
+        return graphs
 
     graphs = prepare(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)

@@ -26,6 +26,7 @@ from appliance.engine.messages import (
     Tokenized,
     TokenPrompt,
 )
+from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.graphfiles import Graph, Limits
 
 
@@ -55,6 +56,9 @@ class FakeEngineClient(EngineClient):
 
     def __init__(self, graph: Graph | None = None) -> None:
         super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
+        # The fake renders every message itself, tools and tool calls included, as a template
+        # that reads them would (a fake graph's model folder holds no template to read).
+        self.tools = ToolFormat(self.graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
         self.cancelled: list[int] = []
         self.submitted: list[Submit] = []
         self.asked: list[Tokenize | Detokenize] = []

@@ -18,8 +18,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "check",
         help="validate graph files, models and devices without serving",
         description="Validate the graph files `serve` would serve (the same settings: --graphs, "
-        "APPLIANCE_GRAPHS, the settings file, else graphs/), their model folders and devices, and print one "
-        "line per model; every mistake is reported, each naming the file and the field or device, and any "
+        "APPLIANCE_GRAPHS, the settings file, else graphs/), their model folders and devices, and print "
+        "each model with the facts its files give (context, chat template, vector size, image size); every mistake is reported, each naming the file and the field or device, and any "
         "mistake exits 2.",
     )
     parser.add_argument("target", nargs="?", type=Path, metavar="GRAPHS", help="a graph file or a directory of them")
@@ -31,7 +31,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one `ok` line per good graph and one `error` line per mistake; exit 2 on any mistake."""
+    """Print an `ok` line per good graph (then its model's facts, read from its files, as `serve`
+    bounds requests with them) and an `error` line per mistake; exit 2 on any mistake."""
     from appliance.engine.devices import available_devices
     from appliance.graphfiles.checks import review_graphs
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     graphs, errors = review_graphs(target, available_devices())
     for graph in graphs:
         print(f"ok     {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
+        print(f"       {graph.facts.describe(graph.max_context)}")
     for error in errors:
         print(f"error  {error}", file=sys.stderr)
     if errors:

@@ -51,8 +51,7 @@ from appliance.engine.messages import (
     encoder,
 )
 from appliance.engine.streams import RequestStream, timed_out
-from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
-from appliance.engine.vision import ImageFit, image_fit
+from appliance.engine.templates import ToolFormat
 from appliance.errors import (
     ContextLengthExceeded,
     EngineFailure,
@@ -61,6 +60,8 @@ from appliance.errors import (
     Overloaded,
 )
 from appliance.graphfiles import Graph
+from appliance.graphfiles.chat_template import TemplateTools
+from appliance.graphfiles.vision import ImageFit
 from appliance.metrics import Metrics
 
 __all__ = ["EngineClient", "Reservation"]
@@ -145,20 +146,25 @@ class EngineClient:
         self._drain: object | None = None
         """While an unload of a ready engine waits for its requests: that unload's token (`keep`
         cancels it by clearing this)."""
-        self.max_context = 0
+        facts = graph.facts
+        self.max_context = graph.max_context
+        """Prompt + output tokens one request may use (embedding and rerank: tokens of one text),
+        read from the model's files with its graph: every bound holds before the engine loads."""
         self.stats = Stats(running=0, kv_cache_usage=0.0, steps=0)
         self.speculation = (0, 0)
         """Speculative decoding / prompt lookup since this client started: (drafted, accepted) tokens."""
         self.load_error = ""
-        self.vision_tokens: tuple[str, ...] = ()
-        """Vision graphs: the model's own image marker tokens (known once loaded)."""
-        self.image_fit: ImageFit | None = None
-        """Vision graphs: the size the model uses of an image, read from its folder once loaded
-        (None: a family not known, or a text graph)."""
-        self.tools = ToolFormat(graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
-        """How tools reach this model's prompt and how its calls are read (known once loaded)."""
-        self.embedding_size = 0
-        """Embedding graphs: the length of the model's vectors (known once loaded)."""
+        self.vision_tokens: tuple[str, ...] = facts.vision_tokens or ()
+        """Vision graphs: the model's own image marker tokens (from its tokenizer's files, else
+        once loaded)."""
+        self.image_fit: ImageFit | None = facts.image_rule.fit if facts.image_rule is not None else None
+        """Vision graphs: the size the model uses of an image, read from its folder (None: a
+        family not known, or a text graph)."""
+        self.tools = ToolFormat.of(graph, facts.template)
+        """How tools reach this model's prompt and how its calls are read."""
+        self.embedding_size = facts.embedding_size
+        """Embedding graphs: the length of the model's vectors (0: its files do not say, known
+        once loaded)."""
         self._reserved = 0
         self._asking = 0
         """Tokenize and detokenize commands sent and not answered."""
@@ -556,11 +562,7 @@ class EngineClient:
             self._update_gauges()
         elif isinstance(message, Ready):
             self._stuck_since = None
-            self.max_context = message.max_context
-            self.vision_tokens = tuple(message.vision_tokens)
-            self.image_fit = image_fit(self.graph.model_dir) if self.graph.accepts_images else None
-            self.tools = ToolFormat.of(self.graph, message)
-            self.embedding_size = message.embedding_size
+            self._confirm_facts(message)
             self.state = "ready"
             self._metrics.load_time(message.load_seconds)
             self._ever_ready = True
@@ -574,7 +576,7 @@ class EngineClient:
                 "engine %s: ready in %.1f s (context %d tokens%s; tools: %s)",
                 self.name,
                 message.load_seconds,
-                message.max_context,
+                self.max_context,
                 f", GGUF_READER={message.gguf_reader}" if message.gguf_reader else "",
                 self.tools.describe(),
             )
@@ -587,6 +589,37 @@ class EngineClient:
                 self.graph.device,
                 message.message,
             )
+
+    def _confirm_facts(self, ready: Ready) -> None:
+        """Compare what the loaded engine reports with the facts read from the model's files: the
+        same unless a file was read differently here (the tokenizer swaps some templates for its
+        own, see `graphfiles.chat_template`). A difference is logged and the engine's value kept
+        from then on, across this engine's unloads and restarts: it is what the model does. A
+        fact the files did not give (marker tokens, a vector length) is simply taken."""
+        graph = self.graph
+        reported: dict[str, object] = {"max_context": ready.max_context}
+        if graph.task == "generate":
+            template = TemplateTools(
+                ready.template_renders_tools, ready.template_renders_tool_calls, ready.template_tool_parser or None
+            )
+            reported["tools"] = ToolFormat.of(graph, template)
+        if graph.accepts_images:
+            reported["vision_tokens"] = tuple(ready.vision_tokens)
+        if graph.task == "embed":
+            reported["embedding_size"] = ready.embedding_size
+        unknown = {"vision_tokens": graph.facts.vision_tokens is None, "embedding_size": not graph.facts.embedding_size}
+        for name, value in reported.items():
+            if value == getattr(self, name):
+                continue
+            if not unknown.get(name):
+                log.warning(
+                    "engine %s: the loaded model's %s is %s, its files said %s; using the engine's",
+                    self.name,
+                    name.replace("_", " "),
+                    value,
+                    getattr(self, name),
+                )
+            setattr(self, name, value)
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id

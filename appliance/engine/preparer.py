@@ -7,7 +7,6 @@ the client) never leaves anything behind in the engine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +32,7 @@ from appliance.engine.outputs import TokenTexts
 from appliance.engine.prompts import PromptError, render_chat
 from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
 from appliance.errors import client_text
-from appliance.graphfiles import Graph, is_npu
-from appliance.graphfiles.gguf import read_header
+from appliance.graphfiles import Graph
 
 __all__ = ["PreparedSubmit", "RequestPreparer", "reason"]
 
@@ -63,11 +61,9 @@ class RequestPreparer:
     def __init__(self, graph: Graph, tokenizer: Any) -> None:
         self.graph = graph
         self.tokenizer = tokenizer
-        self.max_context = graph.limits.max_context or _model_context(graph)
-        """Prompt + output tokens a request may use."""
-        if graph.stateful and is_npu(graph.device):
-            # The NPU's KV cache is compiled for exactly this many tokens.
-            self.max_context = min(self.max_context, graph.max_prompt_len + graph.min_response_len)
+        self.max_context = graph.max_context
+        """Prompt + output tokens a request may use: the number the server's bounds use too, read
+        from the model's files with the graph (`graphfiles.facts`)."""
         self.max_prompt_tokens = graph.max_prompt_len
         """The stateful pipeline's prompt limit (MAX_PROMPT_LEN); None: only the context counts."""
         self.eos_token_id = tokenizer.get_eos_token_id()
@@ -255,19 +251,6 @@ class RequestPreparer:
                 "vision pipeline would read as a control token; remove it from the text.",
                 param="messages",
             )
-
-
-def _model_context(graph: Graph) -> int:
-    """The model's own context length: a GGUF file's `<arch>.context_length`, or an IR folder's
-    max_position_embeddings (4096 when it does not say)."""
-    if graph.gguf:
-        return read_header(graph.model_dir).context_length
-    try:
-        config = json.loads((graph.model_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return 4096
-    text_config = config.get("text_config", config)
-    return int(text_config.get("max_position_embeddings") or 4096)
 
 
 def reason(exc: Exception) -> str:

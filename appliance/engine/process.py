@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from appliance.cpu_affinity import restore_engine_cpus
 from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
-from appliance.engine.templates import template_tools
 from appliance.graphfiles import Graph
+from appliance.graphfiles.chat_template import template_tools
 from appliance.logs import LogFormat, configure_logging
 
 if TYPE_CHECKING:

@@ -18,8 +18,9 @@ import openvino
 import openvino_genai
 
 from appliance.engine.messages import ImageData
-from appliance.engine.vision import PIPELINE_TAG_PATTERN, check_image_tags, image_tokens, native_token_ids
+from appliance.engine.vision import PIPELINE_TAG_PATTERN, check_image_tags
 from appliance.graphfiles import Graph
+from appliance.graphfiles.vision import image_tokens, native_token_ids
 
 __all__ = ["PreparedRequest", "VisionInputError", "VisionRequests", "image_tensors"]
 

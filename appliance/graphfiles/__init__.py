@@ -6,6 +6,15 @@
   GGUF files, the device, a draft model's tokenizer), as `serve`, `check` and every reload run it.
 - `gguf.py`: a GGUF file's header read with the standard library, and what OpenVINO GenAI's GGUF
   readers load (architectures, quantizations, tokenizer).
+- `retrieval.py`: an embedding or rerank model's settings from its sentence-transformers files.
+- `cpu_properties.py`: the CPU plugin properties a graph may set.
+- `facts.py`: `ModelFacts`, what the model's own files say (context, chat template, vector length,
+  image rule and markers), read when a graph is built (`Graph.facts`, `Graph.max_context`): every
+  bound and plan of the server holds before the model's engine loads.
+- `chat_template.py`: the chat template found where OpenVINO GenAI's tokenizer finds it, and what
+  it does with tools.
+- `vision.py`: a vision model's image size rule, image token count and marker tokens.
+- `model_json.py`: a model folder's JSON files, read leniently.
 
 Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
 (the top-level directory of model folders). Depends only on `appliance.errors`: the device list it

@@ -94,6 +94,13 @@ def _check_retrieval(path: Path, graph: Graph) -> None:
     retrieval = graph.retrieval
     if retrieval is not None and graph.pipeline_kind == "TEXT_RERANK" and graph.embedding.dimensions:
         raise ConfigError(f"{path}: `embedding.dimensions` applies to embedding graphs (a reranker gives scores)")
+    size = graph.facts.embedding_size
+    longer = [dimensions for dimensions in graph.embedding.dimensions if size and dimensions > size]
+    if longer:
+        raise ConfigError(
+            f"{path}: `embedding.dimensions` {longer[0]} is longer than the model's vectors ({size} dimensions, "
+            f"from its {graph.facts.embedding_size_source}): only shorter sizes can be cut from them"
+        )
 
 
 def _check_model_path(path: Path, graph: Graph) -> None:

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from appliance.graphfiles.model_json import json_object
+
 __all__ = ["RetrievalConfig", "RetrievalSettings", "resolve", "retrieval_kind"]
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -73,7 +75,7 @@ def retrieval_kind(model_dir: Path) -> Literal["TEXT_EMBEDDING", "TEXT_RERANK"] 
     """What `pipeline = "AUTO"` serves from this folder when it is not a generative model."""
     if (model_dir / "modules.json").is_file():
         return "TEXT_EMBEDDING"
-    architectures = _json(model_dir / "config.json").get("architectures") or []
+    architectures = json_object(model_dir / "config.json").get("architectures") or []
     if any(str(name).endswith("ForSequenceClassification") for name in architectures):
         return "TEXT_RERANK"
     return None
@@ -83,11 +85,11 @@ def resolve(settings: RetrievalSettings, model_dir: Path) -> RetrievalConfig:
     """`settings` with every key left out filled from the model folder's own files."""
     modules = _json_list(model_dir / "modules.json")
     pooling_dir = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith(".Pooling")), None)
-    pooling_config = _json(model_dir / pooling_dir / "config.json") if pooling_dir is not None else {}
+    pooling_config = json_object(model_dir / pooling_dir / "config.json") if pooling_dir is not None else {}
     model_pooling = next((mode for key, mode in _POOLING_MODES if pooling_config.get(key)), None)
     # Without modules.json nothing says; OpenVINO GenAI's default is to normalize.
     model_normalizes = any(str(m.get("type", "")).endswith(".Normalize") for m in modules) if modules else True
-    prompts = _json(model_dir / "config_sentence_transformers.json").get("prompts") or {}
+    prompts = json_object(model_dir / "config_sentence_transformers.json").get("prompts") or {}
     return RetrievalConfig(
         pooling=settings.pooling or model_pooling or "cls",
         normalize=model_normalizes if settings.normalize is None else settings.normalize,
@@ -111,18 +113,10 @@ def _model_max_length(model_dir: Path) -> int:
         ("tokenizer_config.json", "model_max_length"),
         ("config.json", "max_position_embeddings"),
     ):
-        value = _json(model_dir / file).get(key)
+        value = json_object(model_dir / file).get(key)
         if isinstance(value, int | float) and 0 < value < _NO_LIMIT:
             return int(value)
     return _DEFAULT_MAX_LENGTH
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _json_list(path: Path) -> list[dict[str, Any]]:

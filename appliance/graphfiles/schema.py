@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from appliance.graphfiles.facts import ModelFacts, read_facts
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
 
 __all__ = [
@@ -87,7 +88,9 @@ class Limits(_Config):
     max_tokens_limit: PositiveInt = 4096
     """Largest max_tokens a request may ask for."""
     max_context: NonNegativeInt = 0
-    """Prompt + output tokens allowed (0: the model's max_position_embeddings)."""
+    """Prompt + output tokens allowed (0: the model's own context, read from its files when the
+    graph is loaded: config.json `max_position_embeddings`, 4096 when it gives none; a GGUF
+    file's `<arch>.context_length`, 2048 when it gives none). See `Graph.facts`."""
     max_queued_requests: PositiveInt = 512
     """Requests waiting or running at once; above it requests get 503 with Retry-After."""
     request_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
@@ -189,9 +192,10 @@ class SpeculativeSettings(_Config):
 class Graph(_Config, dict=True):
     """One served model.
 
-    Plain data: where the model folders are and which pipeline serves it (`pipeline` AUTO looks
-    into the model folder) are resolved once, when the graph is built or decoded, not on every
-    access. They are kept out of the fields, so two graphs are equal when their files say the same
+    Plain data: where the model folders are, which pipeline serves it (`pipeline` AUTO looks into
+    the model folder) and what the model's files say about it (`facts`: its context, chat
+    template, vector length, image rule) are resolved once, when the graph is built or decoded,
+    not on every access. They are kept out of the fields, so two graphs are equal when their files say the same
     (a reload keeps the engine of an unchanged file, even if its model folder was re-exported).
     """
 
@@ -280,6 +284,13 @@ class Graph(_Config, dict=True):
         self.__dict__["_pipeline_kind"] = kind
         retrieval = resolve(self.embedding, model_dir) if kind in RETRIEVAL_KINDS else None
         self.__dict__["_retrieval"] = retrieval
+        self.__dict__["_facts"] = read_facts(
+            model_dir,
+            gguf=gguf,
+            task=self.task,
+            accepts_images=self.accepts_images,
+            max_length=retrieval.max_length if retrieval is not None else 0,
+        )
 
     @property
     def pipeline_kind(self) -> PipelineKind:
@@ -296,6 +307,26 @@ class Graph(_Config, dict=True):
         """Embedding and rerank graphs: `[embedding]` with what it leaves out taken from the model's
         own files (None for generative graphs)."""
         return self.__dict__["_retrieval"]
+
+    @property
+    def facts(self) -> ModelFacts:
+        """What the model's own files say (its context, what its chat template does with tools,
+        its vectors' length, its image rule), read when the graph was built: every bound and plan
+        of the server uses these, loaded or not (see `graphfiles.facts`)."""
+        return self.__dict__["_facts"]
+
+    @property
+    def max_context(self) -> int:
+        """Prompt + output tokens one request may use (embedding and rerank graphs: tokens of one
+        text): `limits.max_context`, else the model's own (`facts.context`); on NPU at most what
+        its KV cache is compiled for. Every prompt bound of the server and the engine's own
+        context check use this number, known before the model loads."""
+        if self.retrieval is not None:
+            return self.facts.context
+        context = self.limits.max_context or self.facts.context
+        if self.stateful and is_npu(self.device):
+            return min(context, (self.max_prompt_len or 0) + self.min_response_len)
+        return context
 
     @property
     def stateful(self) -> bool:

@@ -10,7 +10,7 @@
 - EXIF orientation is applied (phone photos are stored sideways), transparency is composited on
   white, 16-bit images are scaled to 8 bits, and the result is RGB uint8, row-major (HWC), the
   layout OpenVINO GenAI's VLM pipelines take.
-- `fit` (the model's rule, from `appliance.engine.vision.image_fit`) scales an image down to the
+- `fit` (the model's rule, from `appliance.graphfiles.vision.image_fit`) scales an image down to the
   size the model uses, here on the decoding thread rather than in the engine, which would do it
   on the thread that steps every stream. An image already within it is left exactly as decoded.
 - Pillow raises many kinds of exceptions on damaged files (OSError, SyntaxError, struct.error on a

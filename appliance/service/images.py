@@ -6,8 +6,8 @@ turns keep their place) and refuses, before any work: images sent to a text-only
 than the graph allows, and text that spells an image tag (`<ov_genai_image_N>` or the model's own
 marker tokens), which would move or break the real images. `sources()` then applies the media
 policy to every URL, still without I/O; only after that, and after the engine has admitted the
-request, does `load()` fetch and decode, each image scaled down to the size the model uses (the
-engine's `image_fit`), and the request's pixels summed against `max_image_pixels_per_request`.
+request, does `load()` fetch and decode, each image scaled down to the size the model uses (its
+`image_fit`, read from its folder with its graph, loaded or not), and the request's pixels summed against `max_image_pixels_per_request`.
 """
 
 from __future__ import annotations

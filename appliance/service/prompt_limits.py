@@ -57,7 +57,8 @@ refused: a bound, not a count."""
 
 def prompt_chars(graph: Graph, max_context: int) -> int:
     """Characters of text one prompt may hold: `limits.max_prompt_chars`, else `CHARS_PER_TOKEN`
-    per token of `max_context` (0, the context still unknown: not bounded)."""
+    per token of `max_context` (the model's context, known from its files before it loads:
+    `Graph.facts`; there is no "unknown", so no prompt goes unbounded)."""
     return graph.limits.max_prompt_chars or max_context * CHARS_PER_TOKEN
 
 
@@ -75,7 +76,7 @@ def check_messages(
 ) -> None:
     """Refuse (400, param "messages" or "tools") a conversation too large to be worth rendering.
 
-    `max_context`: the model's context in tokens (0 while unknown: the text is not bounded).
+    `max_context`: the model's context in tokens (`EngineClient.max_context`).
     `tools` and `template_kwargs` are rendered into the prompt too: at most MAX_TOOLS tools, and
     the JSON of both counted as text.
     """
@@ -116,7 +117,7 @@ def check_token_ids(tokens: Sequence[int], max_context: int, param: str = "token
     """Refuse (400 naming `param`) more token ids than one context holds: no text the model read
     or wrote is longer, and checking or decoding them runs on the thread that steps the pipeline
     (`/detokenize`, and completions prompts given as token ids)."""
-    if max_context and len(tokens) > max_context:
+    if len(tokens) > max_context:
         raise InvalidRequest(
             f"Too many tokens: {len(tokens)}; this model's context holds {max_context}.",
             param=param,
@@ -126,7 +127,7 @@ def check_token_ids(tokens: Sequence[int], max_context: int, param: str = "token
 
 def _check_length(chars: int, graph: Graph, max_context: int, param: str, what: str) -> None:
     bound = prompt_chars(graph, max_context)
-    if bound and chars > bound:
+    if chars > bound:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {max_context} tokens, and {what} {chars} "
             f"characters of text: more than the {bound} it accepts (limits.max_prompt_chars, by default "

@@ -61,16 +61,15 @@ async def embed(engine: EngineClient, request: EmbeddingRequest) -> tuple[Create
     engine.require("embed")
     texts = _inputs(request.input)
     _check_texts(engine, [text for text in texts if isinstance(text, str)], "input")
-    size = engine.embedding_size
     dimensions = request.dimensions
-    if dimensions is not None and dimensions != size and dimensions not in engine.graph.embedding.dimensions:
-        offered = sorted({size, *engine.graph.embedding.dimensions})
-        raise InvalidRequest(
-            f"Model '{engine.name}' gives vectors of {' or '.join(map(str, offered))} dimensions, not {dimensions}.",
-            param="dimensions",
-            code="invalid_value",
-        )
+    # The vectors' length is read from the model's files with its graph (`Graph.facts`), so it is
+    # known before the model loads; only where the files do not say is it checked on the answer.
+    size = engine.embedding_size
+    if dimensions is not None and size:
+        _check_dimensions(engine, dimensions, size)
     answer = await engine.embed(texts, query=request.input_type in _QUERY_TYPES)
+    if dimensions is not None and not size:
+        _check_dimensions(engine, dimensions, answer.size)
     vectors = np.frombuffer(answer.vectors, dtype="<f4").reshape(-1, answer.size)
     if dimensions is not None and dimensions != answer.size:
         # A Matryoshka model's leading dimensions are a vector of their own, normalized again.
@@ -82,6 +81,18 @@ async def embed(engine: EngineClient, request: EmbeddingRequest) -> tuple[Create
     ]
     usage = EmbeddingUsage(prompt_tokens=answer.prompt_tokens, total_tokens=answer.prompt_tokens)
     return CreateEmbeddingResponse(data=data, model=engine.name, usage=usage), Answered(answer.prompt_tokens)
+
+
+def _check_dimensions(engine: EngineClient, dimensions: int, size: int) -> None:
+    """Refuse (400, param `dimensions`) a vector length the model does not give: its own `size`,
+    or one of the graph's shorter `embedding.dimensions`."""
+    if dimensions != size and dimensions not in engine.graph.embedding.dimensions:
+        offered = sorted({size, *engine.graph.embedding.dimensions})
+        raise InvalidRequest(
+            f"Model '{engine.name}' gives vectors of {' or '.join(map(str, offered))} dimensions, not {dimensions}.",
+            param="dimensions",
+            code="invalid_value",
+        )
 
 
 async def rerank(engine: EngineClient, request: RerankRequest) -> tuple[RerankResponse, Answered]:

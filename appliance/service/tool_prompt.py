@@ -2,7 +2,7 @@
 
 Many chat templates (SmolLM2's among them) never read `tools`, so the model would not know what it
 may call, and OpenVINO GenAI's own fallback writes a `{"tool_calls": [...]}` syntax that no parser
-here reads. For such a model (the engine says so when it loads: `EngineClient.tools`) the tool list
+here reads. For such a model (read from its files with its graph: `EngineClient.tools`) the tool list
 and the call format of the model's parser go into the system message, in this wording (as
 llama.cpp's generic format and Ollama do):
 

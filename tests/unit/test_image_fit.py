@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.engine.vision import image_fit, image_tokens
+from appliance.graphfiles.vision import image_fit, image_tokens
 
 DEMO_PROCESSOR = {"min_pixels": 3136, "max_pixels": 50176, "patch_size": 14, "merge_size": 2}
 

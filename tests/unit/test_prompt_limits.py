@@ -22,6 +22,8 @@ from tests.apps import app_client
 from tests.fakes import FakeEngineClient
 
 GRAPH = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_messages=3))
+CONTEXT = 4096
+"""A context large enough for every test that is not about the bound on text."""
 TEXT = {"role": "user", "content": "hi"}
 
 
@@ -33,7 +35,7 @@ def _messages(*messages: dict) -> list:
 
 
 def _refusal(
-    messages: list, max_context: int = 0, tools: list | None = None, template_kwargs: dict | None = None
+    messages: list, max_context: int = CONTEXT, tools: list | None = None, template_kwargs: dict | None = None
 ) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
         check_messages(messages, GRAPH, max_context, tools, template_kwargs)
@@ -46,7 +48,7 @@ def test_default_is_documented() -> None:
 
 
 def test_message_count() -> None:
-    check_messages(_messages(TEXT, TEXT, TEXT), GRAPH, 0)
+    check_messages(_messages(TEXT, TEXT, TEXT), GRAPH, CONTEXT)
     error = _refusal(_messages(TEXT, TEXT, TEXT, TEXT))
     assert error.code == "array_above_max_length"
     assert "4" in error.message and "at most 3" in error.message and "limits.max_messages" in error.message
@@ -55,7 +57,7 @@ def test_message_count() -> None:
 def test_content_parts_and_tool_calls_count_together() -> None:
     parts = {"role": "user", "content": [{"type": "text", "text": "a"}] * 2}
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    check_messages(_messages(parts, {"role": "assistant", "tool_calls": [call]}), GRAPH, 0)
+    check_messages(_messages(parts, {"role": "assistant", "tool_calls": [call]}), GRAPH, CONTEXT)
     error = _refusal(_messages(parts, {"role": "assistant", "tool_calls": [call, call]}))
     assert error.code == "array_above_max_length" and "4 over all messages" in error.message
 
@@ -67,7 +69,6 @@ def test_text_is_bounded_by_the_context() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "yyyy"}]},
     ]
     check_messages(_messages(*fits), GRAPH, 10)
-    check_messages(_messages({"role": "user", "content": "x" * (bound + 1)}), GRAPH, 0)  # context unknown
     error = _refusal(_messages(*fits, {"role": "user", "content": "z"}), max_context=10)
     assert error.code == "context_length_exceeded" and "10 tokens" in error.message
     assert "refused without counting tokens" in error.message
@@ -111,7 +112,6 @@ def test_template_variables_are_counted() -> None:
 def test_the_graph_may_set_the_bound() -> None:
     graph = Graph(name="fake", model_path="/nonexistent", limits=Limits(max_prompt_chars=100))
     assert prompt_chars(graph, 10) == 100 and prompt_chars(GRAPH, 10) == 10 * CHARS_PER_TOKEN
-    assert prompt_chars(GRAPH, 0) == 0  # the context still unknown: not bounded
     check_prompt("x" * 100, graph, 10, "prompt")
     with pytest.raises(InvalidRequest) as info:
         check_prompt("x" * 101, graph, 10, "prompt[3]")
@@ -119,9 +119,18 @@ def test_the_graph_may_set_the_bound() -> None:
     assert "limits.max_prompt_chars" in info.value.message and "101 characters" in info.value.message
 
 
+def test_no_context_is_unbounded() -> None:
+    """A context of 0 (none known) refuses every prompt rather than letting any through: the
+    server reads each model's context from its files (`Graph.facts`), so it never passes one."""
+    with pytest.raises(InvalidRequest):
+        check_prompt("x", GRAPH, 0, "prompt")
+    with pytest.raises(InvalidRequest):
+        check_token_ids([1], 0)
+    assert Graph(name="fake", model_path="/nonexistent").max_context == 4096  # files say nothing: the default
+
+
 def test_token_ids_are_bounded_by_the_context() -> None:
     check_token_ids([1] * 10, 10)
-    check_token_ids([1] * 11, 0)
     with pytest.raises(InvalidRequest) as info:
         check_token_ids([1] * 11, 10)
     assert info.value.param == "tokens" and info.value.code == "array_above_max_length"
@@ -170,9 +179,9 @@ def test_tools_are_counted_and_their_definitions_are_text() -> None:
         }
         return decode_body(json.dumps(request).encode(), ChatCompletionRequest).tools
 
-    check_messages(_messages(TEXT), GRAPH, 0, tools(MAX_TOOLS))
+    check_messages(_messages(TEXT), GRAPH, CONTEXT, tools(MAX_TOOLS))
     with pytest.raises(InvalidRequest) as info:
-        check_messages(_messages(TEXT), GRAPH, 0, tools(MAX_TOOLS + 1))
+        check_messages(_messages(TEXT), GRAPH, CONTEXT, tools(MAX_TOOLS + 1))
     assert info.value.param == "tools" and info.value.code == "array_above_max_length"
     check_messages(_messages(TEXT), GRAPH, 10, tools(1, "d" * (5 * CHARS_PER_TOKEN)))
     error = _refusal(_messages(TEXT), max_context=10, tools=tools(1, "d" * (10 * CHARS_PER_TOKEN)))

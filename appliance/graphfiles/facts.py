@@ -1,0 +1,176 @@
+"""What a model's own files say about it, read once when its graph is validated: the context every
+prompt bound derives from, what its chat template does with tools, the length of its vectors, the
+size it uses of an image and the marker tokens that place one.
+
+The server plans and bounds every request with these before the model's engine has ever run: an
+on-demand model's first request, a model changed by a reload and one unloaded when idle are
+treated exactly as a loaded one. The engine process reads the same `Graph` (its context is this
+context) and reports what it loaded; `EngineClient` logs any difference and keeps the engine's
+value (docs/operations.md, "More models than memory"). A value the files do not give falls back to a stated
+default, never to "unbounded": `appliance check` and the start-up log show each with its source.
+
+Read with the standard library only (config.json, the tokenizer's rt_info, a GGUF header, the
+IR's output shape): the server process imports no OpenVINO for this.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from appliance.graphfiles.chat_template import (
+    NO_TEMPLATE,
+    TemplateTools,
+    gguf_chat_template,
+    read_chat_template,
+    template_tools,
+)
+from appliance.graphfiles.gguf import DEFAULT_CONTEXT_LENGTH, GGUFError, GGUFHeader, read_header
+from appliance.graphfiles.model_json import json_object
+from appliance.graphfiles.vision import ImageRule, image_rule, native_tokens
+
+__all__ = ["DEFAULT_CONTEXT", "ModelFacts", "read_facts"]
+
+DEFAULT_CONTEXT = 4096
+"""Tokens of context for an IR folder whose config.json gives no `max_position_embeddings`."""
+_EMBEDDING_OUTPUTS = ("last_hidden_state", "token_embeddings")
+"""The IR outputs an embedding pipeline pools, when the model has several."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One model's facts, each with where it came from (for `appliance check` and the logs)."""
+
+    context: int
+    """The model's own context in tokens (embedding and rerank graphs: tokens of one text), which
+    `Graph.max_context` serves unless the graph's limits lower it."""
+    context_source: str
+    template: TemplateTools
+    """What the chat template does with tools (generative graphs; nothing for the others)."""
+    template_source: str
+    embedding_size: int = 0
+    """Embedding graphs: the length of the model's vectors (0: the files do not say; the engine
+    measures it when it loads)."""
+    embedding_size_source: str = ""
+    accepts_images: bool = False
+    image_rule: ImageRule | None = None
+    """Vision graphs: the size the model uses of an image (None: a family not known here)."""
+    vision_tokens: tuple[str, ...] | None = ()
+    """Vision graphs: the model's own image marker tokens, refused in client text (None: the
+    tokenizer's files do not spell them; the engine decodes them once loaded)."""
+
+    def describe(self, served_context: int) -> str:
+        """The facts in one line, each with its source; `served_context`: the context the graph
+        serves (`Graph.max_context`: its own limit may lower the model's)."""
+        own = f"{self.context} tokens ({self.context_source})"
+        lowered = served_context != self.context
+        parts = [f"context {served_context} tokens, the model's {own}" if lowered else f"context {own}"]
+        if self.template_source:
+            parts.append(self._template())
+        if self.embedding_size_source:
+            size = self.embedding_size or "unknown until loaded"
+            parts.append(f"vectors of {size} dimensions ({self.embedding_size_source})")
+        if self.accepts_images:
+            parts.append(f"images scaled to {self.image_rule or 'nothing: sent as they are (a family not known here)'}")
+            tokens = (
+                " ".join(self.vision_tokens) if self.vision_tokens is not None else "read by the engine once loaded"
+            )
+            parts.append(f"image markers {tokens or 'none'}")
+        return "; ".join(parts)
+
+    def _template(self) -> str:
+        tools = self.template
+        if not tools.renders_tools:
+            does = "ignores tools (the appliance shows them in a system message)"
+        elif not tools.renders_tool_calls:
+            does = "renders tools, not earlier calls (the appliance writes those as text)"
+        else:
+            does = "renders tools and tool calls"
+        if self.template_source == NO_TEMPLATE.source:
+            return f"no chat template in the model's files: {does}"
+        teaches = f", writes {tools.tool_parser} calls" if tools.tool_parser else ""
+        return f"chat template ({self.template_source}): {does}{teaches}"
+
+
+def read_facts(
+    model_path: Path, *, gguf: bool, task: Literal["generate", "embed", "rerank"], accepts_images: bool, max_length: int
+) -> ModelFacts:
+    """The facts of the model at `model_path` (an IR folder or a GGUF file), defaults where its
+    files say nothing; never raises. `max_length`: an embedding or rerank graph's tokens per text
+    (`RetrievalConfig.max_length`, already resolved from its settings and files)."""
+    if task != "generate":
+        context = (max_length, "per text: [embedding] max_length, else the model's files")
+        size = _embedding_size(model_path) if task == "embed" else (0, "")
+        return ModelFacts(*context, TemplateTools(False, False, None), "", *size)
+    if gguf:
+        try:
+            header: GGUFHeader | None = read_header(model_path)
+        except GGUFError:
+            header = None
+        context = _gguf_context(header)
+        template = gguf_chat_template(header.metadata) if header is not None else NO_TEMPLATE
+    else:
+        context = _folder_context(model_path)
+        template = read_chat_template(model_path)
+    return ModelFacts(
+        *context,
+        template_tools(template.text),
+        template.source,
+        accepts_images=accepts_images,
+        image_rule=image_rule(model_path) if accepts_images else None,
+        vision_tokens=native_tokens(model_path) if accepts_images else (),
+    )
+
+
+def _gguf_context(header: GGUFHeader | None) -> tuple[int, str]:
+    """A GGUF file's `<arch>.context_length`, else OpenVINO GenAI's default for it."""
+    if header is None:
+        return DEFAULT_CONTEXT_LENGTH, "OpenVINO GenAI's GGUF default: the file cannot be read"
+    key = f"{header.architecture}.context_length"
+    value = header.metadata.get(key)
+    if isinstance(value, int) and value > 0:
+        return value, f"GGUF {key}"
+    return DEFAULT_CONTEXT_LENGTH, f"OpenVINO GenAI's GGUF default: the file gives no {key}"
+
+
+def _folder_context(model_dir: Path) -> tuple[int, str]:
+    """An IR folder's config.json `max_position_embeddings` (a VLM's under `text_config`)."""
+    config = json_object(model_dir / "config.json")
+    text_config = config.get("text_config")
+    value = (text_config if isinstance(text_config, dict) else config).get("max_position_embeddings")
+    if isinstance(value, int) and value > 0:
+        return value, "config.json max_position_embeddings"
+    return DEFAULT_CONTEXT, "the default: config.json gives no max_position_embeddings"
+
+
+def _embedding_size(model_dir: Path) -> tuple[int, str]:
+    """The vectors' length: the last dimension of the IR output the pipeline pools, else
+    config.json's hidden_size; (0, ...) when neither says."""
+    size = _ir_output_width(model_dir / "openvino_model.xml")
+    if size:
+        return size, "openvino_model.xml output"
+    hidden = json_object(model_dir / "config.json").get("hidden_size")
+    if isinstance(hidden, int) and hidden > 0:
+        return hidden, "config.json hidden_size"
+    return 0, "the model's files do not say"
+
+
+def _ir_output_width(path: Path) -> int:
+    """The static last dimension of the IR's pooled output (0 when dynamic or unreadable)."""
+    widths: dict[str, int] = {}
+    try:
+        for _, element in ElementTree.iterparse(path):
+            if element.tag != "layer":
+                continue
+            if element.get("type") == "Result":
+                dims = [dim.text or "" for dim in element.iterfind("input/port/dim")]
+                last = dims[-1] if dims else ""
+                widths[element.get("output_names", "")] = int(last) if last.isdigit() else 0
+            element.clear()  # a layer at a time: an IR's XML runs to megabytes
+    except (OSError, ElementTree.ParseError):
+        return 0
+    named = [width for name, width in widths.items() if any(out in name.split(",") for out in _EMBEDDING_OUTPUTS)]
+    candidates = named or list(widths.values())
+    return candidates[0] if len(candidates) == 1 or named else 0
