@@ -8,6 +8,7 @@ import os
 from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.api.profiles import OPERATION, Operation
 from appliance.engine import EngineClient
 from appliance.errors import NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -18,6 +19,7 @@ from appliance.runtime.watchdog import engine_rss_mb
 __all__ = ["routes"]
 
 _SILENT = ("degraded", "stalled")
+_ADMIN = (401, 403)  # a missing admin key; a client not on this machine when no admin key is set
 
 
 def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
@@ -53,7 +55,17 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
     }
 
 
-@get("/health", cache=False)
+@get(
+    "/health",
+    cache=False,
+    opt={
+        OPERATION: Operation(
+            summary="Readiness: every model loaded and ready",
+            errors=(),
+            statuses=((503, "a model is loading, restarting, degraded or stalled; no models; or draining"),),
+        )
+    },
+)
 async def health(models: ModelRegistry) -> Response:
     """200 once every model is loaded and ready; 503 (with each model's state) before, and while
     a model is restarting, "degraded" (its engine has made no progress for a few seconds) or
@@ -79,7 +91,7 @@ async def health(models: ModelRegistry) -> Response:
     )
 
 
-@get("/health/live", cache=False)
+@get("/health/live", cache=False, opt={OPERATION: Operation(summary="Liveness", errors=())})
 async def live() -> dict[str, str]:
     """200 as long as the HTTP server answers (a liveness probe; models may still be loading)."""
     return {"status": "alive"}
@@ -96,14 +108,22 @@ async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float =
     }
 
 
-@get("/metrics", cache=False)
+@get(
+    "/metrics",
+    cache=False,
+    opt={OPERATION: Operation(summary="Prometheus metrics", answer_media_type="text/plain", errors=(401,))},
+)
 async def metrics(metrics: Metrics) -> Response:
     """Prometheus text exposition, rendered on a worker thread: its size grows with the label
     values in use, and the event loop serves every stream meanwhile."""
     return Response(await asyncio.to_thread(metrics.render), media_type=CONTENT_TYPE_LATEST)
 
 
-@post("/admin/reload", status_code=200)
+@post(
+    "/admin/reload",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Re-read the graph directory", errors=(400, *_ADMIN, 404))},
+)
 async def reload(reloader: Reloader | None) -> Response:
     """Re-read the graph directory (like SIGHUP) and answer with what changed. Behind the API key."""
     if reloader is None:
@@ -126,7 +146,7 @@ def _lifecycle(engine: EngineClient) -> dict[str, object]:
     }
 
 
-@get("/admin/models", cache=False)
+@get("/admin/models", cache=False, opt={OPERATION: Operation(summary="Every model's state", errors=_ADMIN)})
 async def admin_models(models: ModelRegistry) -> dict[str, object]:
     """Every graph's model with its state (unloaded, loading, ready, ...), memory and idle time."""
     return {
@@ -136,7 +156,11 @@ async def admin_models(models: ModelRegistry) -> dict[str, object]:
     }
 
 
-@post("/admin/models/{name:str}/load", status_code=200)
+@post(
+    "/admin/models/{name:str}/load",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Load a model now", errors=(*_ADMIN, 404, 503))},
+)
 async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
     """Load the model now (as its first request would) and answer once it is ready."""
     engine = models.get(name)
@@ -144,7 +168,11 @@ async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
     return {"model": engine.name, **_lifecycle(engine)}
 
 
-@post("/admin/models/{name:str}/unload", status_code=200)
+@post(
+    "/admin/models/{name:str}/unload",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Unload a model once its requests finish", errors=(*_ADMIN, 404))},
+)
 async def admin_unload(name: str, models: ModelRegistry, drain_seconds: float = 30.0) -> dict[str, object]:
     """Unload the model once its requests finish (at most `drain_seconds`; those still running then
     fail); its next request loads it again."""
