@@ -8,20 +8,35 @@ generate on the user's behalf or call `/admin/reload`. So the gate refuses, on r
 change state (every method but GET, HEAD and OPTIONS):
 
 - a browser `Origin` that is neither the server's own (scheme-default ports filled in, compared
-  with the Host header) nor listed in `cors_allowed_origins`: 403;
-- a body type other than JSON (`application/json`, `application/*+json`, with or without a
-  UTF-8 charset; no Content-Type at all is read as JSON, as FastAPI does, since browsers send an
-  Origin with every such request): 415.
+  with the Host header) nor listed in `cors_allowed_origins`: 403 (`null`, the Origin of sandboxed
+  frames, `file:` pages and some redirects, is nobody's own);
+- a body type the route does not take: 415. A route takes JSON (`application/json`,
+  `application/*+json`, with or without a UTF-8 charset) unless its `profiles.Operation` lists
+  other media types; no Content-Type at all is read as the route's own (as FastAPI does), since
+  browsers send an Origin with every such request.
+
+On a JSON route the 415 alone stops every forged POST: a page can send JSON cross-site only after
+a CORS preflight, which an unlisted origin fails. A route that takes `multipart/form-data` (an
+upload, as OpenAI's audio routes are) can be sent from any page by a plain `<form>`, so there the
+Origin check is the whole defence: browsers in use send an Origin with every cross-origin POST,
+forms included (Firefox since version 70, 2019; Chromium and Safari for longer: an older browser
+that sends none passes, the residual risk), and a page cannot forge the header. Nor can a form set
+`Authorization` or `x-api-key`, so with API keys set a forged form is refused whatever the
+browser. `text/plain` and `application/x-www-form-urlencoded` stay 415 wherever a route does not
+list them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-__all__ = ["SAFE_METHODS", "json_media_type", "same_origin"]
+__all__ = ["JSON", "SAFE_METHODS", "accepted_media_type", "json_media_type", "same_origin"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+JSON = "application/json"
+"""JSON bodies, as `json_media_type` reads them (`+json` types and a UTF-8 charset too)."""
 
 
 def json_media_type(content_type: str) -> bool:
@@ -36,6 +51,14 @@ def json_media_type(content_type: str) -> bool:
         if name.strip() == "charset" and value.strip().strip('"') not in ("utf-8", "utf8"):
             return False
     return True
+
+
+def accepted_media_type(content_type: str, accepted: Sequence[str]) -> bool:
+    """Whether a Content-Type header value names one of the `accepted` media types: JSON
+    (`application/json`) as `json_media_type` reads it, any other by its type alone, whatever its
+    parameters (`multipart/form-data; boundary=...`)."""
+    media_type = content_type.split(";")[0].strip().lower()
+    return any(json_media_type(content_type) if kind == JSON else media_type == kind for kind in accepted)
 
 
 def same_origin(origin: str, host: str) -> bool:

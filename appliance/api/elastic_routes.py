@@ -1,37 +1,50 @@
 """Elasticsearch's chat_completion inference API: `POST /_inference/chat_completion/{id}/_stream`
 and `POST /_inference/{id}/_stream`, answered as `event: message` server-sent events.
 
-Errors before the stream starts get an HTTP status and Elasticsearch's error body
-(`{"error": {"root_cause", "type", "reason"}, "status"}`); errors while streaming become an
-`event: error`.
+Errors before the stream starts (the gate's refusals and Litestar's own errors included) get an
+HTTP status and Elasticsearch's error body (`{"error": {"root_cause", "type", "reason"}, "status"}`,
+rendered by the routes' profile, `PROFILE`); errors while streaming become an `event: error`.
 """
 
 from __future__ import annotations
 
-from litestar import Request, Response, Router, post
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Request, post
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
-from appliance.api.errors import error_response
 from appliance.api.handling import open_recorded_chat, record_request
+from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, named_events
 from appliance.dialects import elastic
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
+from appliance.protocol.elastic import ElasticError, ErrorCause, ErrorDetail
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.runtime.registry import ModelRegistry
 
-__all__ = ["router"]
+__all__ = ["PROFILE", "router"]
 
 
-def _elastic_error(_: Request, exc: ApplianceError) -> Response:
-    cause = {"type": exc.type, "reason": exc.message}
-    return error_response(exc, {"error": {"root_cause": [cause], **cause}, "status": exc.status})
+def _error_body(exc: ApplianceError, _: Mapping[str, Any]) -> ElasticError:
+    cause = ErrorCause(type=exc.type, reason=exc.message)
+    return ElasticError(error=ErrorDetail(root_cause=[cause], type=exc.type, reason=exc.message), status=exc.status)
 
 
 @post(
     ["/_inference/chat_completion/{inference_id:str}/_stream", "/_inference/{inference_id:str}/_stream"],
     status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="A streamed chat completion (Elasticsearch's chat_completion inference API)",
+            body=ChatCompletionRequest,
+            stream='event: message and data: {"chat_completion": <ChatCompletionChunk>} per chunk',
+            # The endpoint's id, or the only model served, stands for a `model` left out or unknown.
+            optional=("model",),
+        )
+    },
 )
 async def chat_completion_stream(
     request: Request, inference_id: str, models: ModelRegistry, media: ImageLoader
@@ -49,5 +62,7 @@ async def chat_completion_stream(
     )
 
 
-router = Router(path="/", route_handlers=[chat_completion_stream], exception_handlers={ApplianceError: _elastic_error})
-"""The Elasticsearch dialect, answering errors in Elasticsearch's shape."""
+PROFILE = DialectProfile(name="elasticsearch", render_error=_error_body, error_bodies=(ElasticError,))
+"""Elasticsearch's routes at the edge: errors in its shape."""
+
+router = PROFILE.router("/", [chat_completion_stream])

@@ -1,8 +1,9 @@
-"""Exception handlers: every error leaves the server as the OpenAI envelope.
+"""Exception handlers: every error leaves the server in the shape of the dialect of its path.
 
-`{"error": {"message", "type", "param", "code"}}`, including Litestar's own 404/405/413 and
-validation errors, with `Retry-After` on 503s; on the Messages API's paths, Anthropic's envelope. The LMI and Elasticsearch routers answer in their own
-shapes through `error_response`, which sets `Retry-After` the same way.
+The route's `DialectProfile` (`profiles`) renders the body: the appliance's envelope
+`{"error": {"message", "type", "param", "code"}}` (OpenAI's) unless the route's dialect declares
+another. This covers the appliance's own errors, Litestar's 404/405/413 and validation errors and
+unexpected ones; `Retry-After` is set on 503s from the error.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
-from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
+from appliance.api.profiles import Dialects, EdgeError
 from appliance.errors import ApplianceError
 
-__all__ = ["ClientDisconnected", "error_response", "exception_handlers"]
+__all__ = ["ClientDisconnected", "exception_handlers"]
 
 log = logging.getLogger("appliance.api")
 
@@ -35,31 +36,14 @@ class ClientDisconnected(Exception):
     """The client left before the answer was ready; there is no one to answer."""
 
 
-def _envelope(
-    status: int, message: str, type_: str, code: str | None, param: str | None = None, *, request: Request
-) -> Response:
-    """OpenAI's envelope, or Anthropic's on the Messages API's paths (Litestar's own errors there,
-    a 404, 405 or 413, and unexpected ones never reach that router's handlers)."""
-    if answers_in_anthropic_shape(request.url.path):
-        error = {"type": error_type(status), "message": message}
-        return Response({"type": "error", "error": error}, status_code=status, media_type="application/json")
-    return Response(
-        {"error": {"message": message, "type": type_, "param": param, "code": code}},
-        status_code=status,
-        media_type="application/json",
-    )
-
-
-def error_response(exc: ApplianceError, payload: object) -> Response:
-    """`payload` (the error in some dialect's shape) with `exc`'s status and its Retry-After."""
+def _answer(request: Request, exc: ApplianceError) -> Response:
+    """`exc` in the shape of the dialect of the request's path, with its status and Retry-After."""
+    profile = Dialects.of(request.app).profile(request.scope["path"])
+    payload = profile.render_error(exc, request.scope.get("state", {}))
     response = Response(payload, status_code=exc.status, media_type="application/json")
     if exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
-
-
-def _appliance_error(_: Request, exc: ApplianceError) -> Response:
-    return error_response(exc, exc.to_dict())
 
 
 def _http_exception(request: Request, exc: HTTPException) -> Response:
@@ -80,7 +64,7 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
         message = "The request body is larger than this server accepts (see --max-body-size)."
     else:
         message = exc.detail
-    response = _envelope(status, message, type_, code, param, request=request)
+    response = _answer(request, EdgeError(status, message, type_, code, param))
     # Litestar puts `Allow` on its 405s (RFC 9110 requires it): keep the framework's headers.
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
@@ -98,8 +82,8 @@ def _invalid_parameter(exc: HTTPException) -> tuple[str, str] | None:
 
 def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return _envelope(
-        500, "The server had an internal error; it is logged.", "server_error", "internal_error", request=request
+    return _answer(
+        request, EdgeError(500, "The server had an internal error; it is logged.", "server_error", "internal_error")
     )
 
 
@@ -110,7 +94,7 @@ def _disconnected(_: Request, __: ClientDisconnected) -> Response:
 
 exception_handlers = {
     ClientDisconnected: _disconnected,
-    ApplianceError: _appliance_error,
+    ApplianceError: _answer,
     HTTPException: _http_exception,
     Exception: _unexpected,
 }

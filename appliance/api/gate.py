@@ -3,7 +3,9 @@ API-key, Origin and Content-Type checks (`csrf`), per-request metrics and one lo
 (what it holds from the client capped, `RequestRecord`).
 
 It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
-know (model, user, the engine streams) to the current `RequestRecord`.
+know (model, user, the engine streams) to the current `RequestRecord`. What differs between the
+app's dialects (the shape of a refusal, the headers that carry a key or the request id, the body
+types a route takes) the gate reads from their profiles (`profiles.Dialects`), naming none.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from litestar.utils.path import normalize_path
 
-from appliance.api.csrf import SAFE_METHODS, json_media_type, same_origin
+from appliance.api.csrf import SAFE_METHODS, accepted_media_type, same_origin
+from appliance.api.profiles import JSON, DialectProfile, Dialects, EdgeError
 from appliance.api.route_labels import RouteLabels
-from appliance.dialects.anthropic.errors import answers_in_anthropic_shape, error_type
 from appliance.logs import capped
 from appliance.metrics import Metrics
 
@@ -69,13 +72,6 @@ _LOGGED_CHARS = 2048
 # status, message, type, code, extra headers: the arguments of `_error` after `send`.
 _Refusal = tuple[int, str, str, str, list[tuple[bytes, bytes]]]
 _BEARER = [(b"www-authenticate", b'Bearer realm="appliance"')]
-_API_KEY_NEEDED: _Refusal = (
-    401,
-    "Missing or invalid API key. Send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
-    "authentication_error",
-    "invalid_api_key",
-    _BEARER,
-)
 _ADMIN_KEY_NEEDED: _Refusal = (
     401,
     "Admin routes need an admin key (admin_key_file), sent as 'Authorization: Bearer <key>'; an API key is not one.",
@@ -112,8 +108,15 @@ class Gate:
         cors_origins: Sequence[str] = (),
         route_labels: Callable[[Scope], str] | None = None,
     ) -> None:
-        """`route_labels`: the metric label of a request's route (default: `RouteLabels()`)."""
+        """`route_labels`: the metric label of a request's route (default: `RouteLabels()`). The
+        dialects are those of `app`'s routes (`Dialects.of`)."""
         self.app = app
+        self._dialects = Dialects.of(app)
+        self._api_key_needed = _api_key_needed(self._dialects.credential_headers)
+        # What a browser client may send: the keys' headers and those the dialects' clients add.
+        self._cors_headers = ", ".join(
+            ["authorization", "content-type", *self._dialects.credential_headers, *self._dialects.client_headers]
+        ).encode("latin-1")
         self.metrics = metrics
         self._route_label = route_labels or RouteLabels()
         self._keys = [key.encode() for key in api_keys]
@@ -137,19 +140,20 @@ class Gate:
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", record.request_id.encode())]
-                if anthropic:  # the name Anthropic's SDK reads (`_request_id` on its answers)
-                    message["headers"].append((b"request-id", record.request_id.encode()))
+                for name in profile.request_id_headers:
+                    message["headers"].append((name.encode("latin-1"), record.request_id.encode()))
             await send(message)
 
-        anthropic = answers_in_anthropic_shape(normalize_path(scope["path"]))
+        profile = self._dialects.profile(scope["path"])
         headers = dict(scope["headers"])
-        key = _presented_key(scope)
-        scope.setdefault("state", {})[API_KEY_STATE] = key.decode("latin-1") if key else None
+        key = _presented_key(scope, self._dialects.credential_headers)
+        state = scope.setdefault("state", {})
+        state[API_KEY_STATE] = key.decode("latin-1") if key else None
         origin = headers.get(b"origin", b"").decode("latin-1")
         cors = origin if origin in self._origins else None
         if cors:
             send_wrapper = _with_cors(send_wrapper, cors)
-        refuse = functools.partial(_error, send_wrapper, anthropic=anthropic)
+        refuse = functools.partial(_error, send_wrapper, profile=profile, state=state)
         try:
             if b"content-length" in headers and b"transfer-encoding" in headers:
                 # h11 reads such a body as chunked and keeps the connection open, while a proxy in
@@ -162,7 +166,7 @@ class Gate:
                     "ambiguous_length",
                     [(b"connection", b"close")],
                 )
-            elif repeated := _repeated_credential(scope):
+            elif repeated := _repeated_credential(scope, self._dialects.credential_headers):
                 # Which of two keys would count is up to each reader (this gate read the last, a
                 # proxy in front may check the first): refused, not guessed.
                 await refuse(
@@ -180,10 +184,10 @@ class Gate:
                     "invalid_host",
                 )
             elif scope["method"] == "OPTIONS" and b"access-control-request-method" in headers:
-                await _preflight(send_wrapper, allowed=cors is not None)
+                await _preflight(send_wrapper, allow_headers=self._cors_headers if cors else None)
             elif refusal := self._access_refusal(scope, key):
                 await refuse(*refusal)
-            elif scope["method"] not in SAFE_METHODS and (refusal := self._forgery_refusal(headers)):
+            elif scope["method"] not in SAFE_METHODS and (refusal := self._forgery_refusal(scope, headers)):
                 await refuse(*refusal)
             else:
                 await self.app(scope, receive, send_wrapper)
@@ -207,10 +211,10 @@ class Gate:
             if not _loopback_client(scope):
                 return _LOOPBACK_ONLY
         if self._keys and path not in self._open_paths and not _authorized(key, self._keys):
-            return _API_KEY_NEEDED
+            return self._api_key_needed
         return None
 
-    def _forgery_refusal(self, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
+    def _forgery_refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
         """Why a state-changing request may come from a page in a browser (see `csrf`), or None."""
         origin = headers.get(b"origin", b"").decode("latin-1")
         if origin and origin.rstrip("/") not in self._origins:
@@ -223,13 +227,9 @@ class Gate:
                     "origin_not_allowed",
                 )
         content_type = headers.get(b"content-type")
-        if content_type is not None and not json_media_type(content_type.decode("latin-1")):
-            return (
-                415,
-                "The request body must be JSON: send it with 'Content-Type: application/json'.",
-                "invalid_request_error",
-                "unsupported_media_type",
-            )
+        accepted = self._dialects.media_types(scope["path"], scope["method"])
+        if content_type is not None and not accepted_media_type(content_type.decode("latin-1"), accepted):
+            return (415, _unsupported_media_type(accepted), "invalid_request_error", "unsupported_media_type")
         return None
 
     def _host_allowed(self, host: str) -> bool:
@@ -283,25 +283,44 @@ def _authorized(credential: bytes | None, keys: list[bytes]) -> bool:
     return matched
 
 
-def _presented_key(scope: Scope) -> bytes | None:
+def _presented_key(scope: Scope, credential_headers: Sequence[str]) -> bytes | None:
     """The key the client sent: `Authorization: Bearer <key>` (the scheme is case-insensitive, RFC
-    7235), else `x-api-key: <key>` (Anthropic's header, which its SDK sends); None without one."""
+    7235), else the first of `credential_headers` (e.g. Anthropic's `x-api-key`) it sent; None
+    without one."""
     headers = dict(scope["headers"])
     scheme, _, credential = headers.get(b"authorization", b"").partition(b" ")
     if scheme.lower() == b"bearer" and credential.strip():
         return credential.strip()
-    return headers.get(b"x-api-key", b"").strip() or None
+    for name in credential_headers:
+        if value := headers.get(name.encode("latin-1"), b"").strip():
+            return value
+    return None
 
 
-_CREDENTIAL_HEADERS = (b"authorization", b"x-api-key")
+def _api_key_needed(credential_headers: Sequence[str]) -> _Refusal:
+    others = "".join(f" (or '{name}: <key>')" for name in credential_headers)
+    return (
+        401,
+        f"Missing or invalid API key. Send it as 'Authorization: Bearer <key>'{others}.",
+        "authentication_error",
+        "invalid_api_key",
+        _BEARER,
+    )
 
 
-def _repeated_credential(scope: Scope) -> str | None:
-    """The name of a credential header the request carries more than once, or None. (h11 refuses
-    a repeated Host itself.)"""
+def _unsupported_media_type(accepted: Sequence[str]) -> str:
+    if tuple(accepted) == (JSON,):
+        return "The request body must be JSON: send it with 'Content-Type: application/json'."
+    return f"This route takes a body of type {' or '.join(accepted)}: send it with its Content-Type."
+
+
+def _repeated_credential(scope: Scope, credential_headers: Sequence[str]) -> str | None:
+    """The name of a credential header (`Authorization` or one of `credential_headers`) the request
+    carries more than once, or None. (h11 refuses a repeated Host itself.)"""
+    names = {b"authorization", *(name.lower().encode("latin-1") for name in credential_headers)}
     seen: set[bytes] = set()
     for name, _ in scope["headers"]:
-        if name in _CREDENTIAL_HEADERS:
+        if name in names:
             if name in seen:
                 return name.decode()
             seen.add(name)
@@ -333,13 +352,12 @@ async def _error(
     code: str,
     headers: list[tuple[bytes, bytes]] | None = None,
     *,
-    anthropic: bool = False,
+    profile: DialectProfile,
+    state: dict[str, Any],
     param: str | None = None,
 ) -> None:
-    """The refusal in OpenAI's envelope, or Anthropic's on the Messages API's paths."""
-    error = {"type": error_type(status), "message": message} if anthropic else {"message": message, "type": type_}
-    payload = {"type": "error", "error": error} if anthropic else {"error": {**error, "param": param, "code": code}}
-    body = json.dumps(payload).encode()
+    """The refusal in the shape of `profile`, the dialect of the request's path."""
+    body = msgspec.json.encode(profile.render_error(EdgeError(status, message, type_, code, param), state))
     await send(
         {
             "type": "http.response.start",
@@ -354,13 +372,14 @@ async def _error(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _preflight(send: Send, *, allowed: bool) -> None:
-    # An unknown origin gets a plain 204 without Access-Control-Allow-* headers: the browser refuses.
+async def _preflight(send: Send, *, allow_headers: bytes | None) -> None:
+    # An unknown origin (`allow_headers` None) gets a plain 204 without Access-Control-Allow-*
+    # headers: the browser refuses.
     headers = [(b"content-length", b"0")]
-    if allowed:
+    if allow_headers is not None:
         headers += [
             (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
-            (b"access-control-allow-headers", b"authorization, content-type, x-api-key, anthropic-version"),
+            (b"access-control-allow-headers", allow_headers),
             (b"access-control-max-age", b"600"),
         ]
     await send({"type": "http.response.start", "status": 204, "headers": headers})

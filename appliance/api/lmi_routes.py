@@ -2,30 +2,36 @@
 
 A body with `messages` is a chat completions request (LMI's chat schema) and keeps the OpenAI
 error envelope; any other body is the LMI `inputs` + `parameters` schema, whose errors take LMI's
-shapes: `{"error", "code"}` for a request refused before generation, a `finish_reason: "error"`
-answer for a generation that fails (see `dialects.lmi.GenerationError`).
+shapes: `{"error", "code"}` for a request refused before generation (and the gate's refusals,
+Litestar's own errors), a `finish_reason: "error"` answer for a generation that fails (see
+`dialects.lmi.GenerationError`). The routes' profile (`PROFILE`) renders them.
 """
 
 from __future__ import annotations
 
-from litestar import Request, Response, Router, post
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Request, Response, post
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
-from appliance.api.errors import error_response
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, DialectProfile, ErrorResponse, Operation
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
 from appliance.dialects import lmi
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
-from appliance.protocol.lmi import InvocationRequest, ValidationError
-from appliance.protocol.openai import ChatCompletionRequest
+from appliance.protocol.lmi import GeneratedText, InvocationRequest, ValidationError
+from appliance.protocol.openai import ChatCompletion, ChatCompletionRequest
 from appliance.runtime.registry import ModelRegistry
 
-__all__ = ["router"]
+__all__ = ["PROFILE", "router"]
 
 _JSONLINES = "application/jsonlines"
+_OPENAI_ERRORS = "openai_errors"
+"""The request state entry set once a body turns out to be a chat request."""
 
 
 def _stream(chunks: object, options: lmi.LmiOptions, *, chat: bool) -> Stream:
@@ -39,7 +45,6 @@ def _stream(chunks: object, options: lmi.LmiOptions, *, chat: bool) -> Stream:
 async def _chat(
     request: Request, engine: EngineClient, parsed: dict[str, object], media: ImageLoader, options: lmi.LmiOptions
 ) -> Response:
-    request.state.openai_errors = True
     # LMI's chat schema makes `model` optional: the route already chose the model.
     parsed.setdefault("model", engine.name)
     body = convert_body(parsed, ChatCompletionRequest)
@@ -50,24 +55,35 @@ async def _chat(
     return json_response(await unless_disconnected(request, call.completion()))
 
 
-def _validation_error(request: Request, exc: ApplianceError) -> Response:
-    if getattr(request.state, "openai_errors", False):
-        return error_response(exc, exc.to_dict())
-    return error_response(exc, ValidationError(error=exc.message, code=exc.status))
+def _error_body(exc: ApplianceError, state: Mapping[str, Any]) -> object:
+    if isinstance(exc, lmi.GenerationError):
+        return lmi.error_result(exc.message)
+    if state.get(_OPENAI_ERRORS):
+        return exc.to_dict()
+    return ValidationError(error=exc.message, code=exc.status)
 
 
-def _generation_error(request: Request, exc: lmi.GenerationError) -> Response:
-    return error_response(exc, lmi.error_result(exc.message))
-
-
-@post(["/invocations", "/predictions/{model:str}"], status_code=200)
+@post(
+    ["/invocations", "/predictions/{model:str}"],
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="LMI generation (rolling or dynamic batch), or a chat completion when `messages` is sent",
+            body=(InvocationRequest, ChatCompletionRequest),
+            answer=(GeneratedText, list[GeneratedText], ChatCompletion),
+            stream="one JSON object per line (application/jsonlines), or server-sent events (output_formatter)",
+            stream_media_types=(_JSONLINES, "text/event-stream"),
+            optional=("model",),  # LMI's chat schema: the route's model stands for it
+        )
+    },
+)
 async def invocations(
     request: Request, models: ModelRegistry, media: ImageLoader, lmi_options: lmi.LmiOptions, model: str | None = None
 ) -> Response:
     """LMI rolling-batch / dynamic-batch generation, or chat completions when `messages` is sent."""
     parsed = decode_json(await request.body())  # once, for both schemas
     if isinstance(parsed, dict) and "messages" in parsed:
-        request.state.openai_errors = True  # a chat body's errors keep OpenAI's envelope
+        request.state[_OPENAI_ERRORS] = True  # a chat body's errors keep OpenAI's envelope
         # A chat body's own `model` chooses, when the path names none; the default only without.
         named = model or (parsed["model"] if isinstance(parsed.get("model"), str) else None)
         return await _chat(request, lmi.invocation_engine(models, lmi_options, named), parsed, media, lmi_options)
@@ -85,9 +101,9 @@ async def invocations(
     return json_response(payload)
 
 
-router = Router(
-    path="/",
-    route_handlers=[invocations],
-    exception_handlers={lmi.GenerationError: _generation_error, ApplianceError: _validation_error},
+PROFILE = DialectProfile(
+    name="lmi", render_error=_error_body, error_bodies=(ValidationError, GeneratedText, ErrorResponse)
 )
-"""The LMI dialect, answering errors in LMI's shapes (OpenAI's for chat bodies)."""
+"""LMI's routes at the edge: errors in LMI's shapes (OpenAI's for chat bodies)."""
+
+router = PROFILE.router("/", [invocations])

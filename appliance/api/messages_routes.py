@@ -3,34 +3,35 @@
 
 A message is planned as a chat completion (`dialects.anthropic`) and submitted the way chat
 completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
-the access log); token counting renders the prompt as `/tokenize` does. Every error on these
-routes, Litestar's own included, takes Anthropic's shape (`dialects.anthropic.errors`); the gate
-answers its refusals (a missing or wrong key) in that shape too, and accepts the key from
-`x-api-key` as well as `Authorization: Bearer`.
+the access log); token counting renders the prompt as `/tokenize` does. The routes' profile
+(`PROFILE`) tells the edge what is Anthropic's: every error on these routes, Litestar's own and the
+gate's refusals included, in Anthropic's shape (`dialects.anthropic.errors`), the key also read
+from `x-api-key`, the request id also in `request-id`.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-from litestar import Request, Response, Router, post
+from litestar import Request, Response, post
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
-from appliance.api.errors import error_response
 from appliance.api.gate import current_record
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.anthropic.errors import error_body
 from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
-from appliance.protocol.anthropic import CountTokensRequest, MessagesRequest, TokenCount
+from appliance.protocol.anthropic import AnthropicErrorBody, CountTokensRequest, Message, MessagesRequest, TokenCount
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import tokenize as tokenizer
 
-__all__ = ["routers"]
+__all__ = ["PROFILE", "routers"]
 
 T = TypeVar("T")
 
@@ -39,7 +40,18 @@ def _body(raw: bytes, kind: type[T]) -> T:
     return convert_body(prepare_body(decode_json(raw)), kind)
 
 
-@post("/messages", status_code=200)
+@post(
+    "/messages",
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="Create a message (Anthropic)",
+            body=MessagesRequest,
+            answer=Message,
+            stream="event: <type> and data: <event> per event, from message_start to message_stop (or error)",
+        )
+    },
+)
 async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = _body(await request.body(), MessagesRequest)
     user = body.metadata.user_id if body.metadata is not None else None
@@ -53,7 +65,15 @@ async def create_message(request: Request, models: ModelRegistry, media: ImageLo
     return json_response(await unless_disconnected(request, events.final(call.pieces())))
 
 
-@post("/messages/count_tokens", status_code=200)
+@post(
+    "/messages/count_tokens",
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="Count a message's input tokens (Anthropic)", body=CountTokensRequest, answer=TokenCount
+        )
+    },
+)
 async def count_tokens(request: Request, models: ModelRegistry) -> Response:
     """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
     body = _body(await request.body(), CountTokensRequest)
@@ -74,19 +94,19 @@ def _request_id() -> str | None:
     return record.request_id if record is not None else None
 
 
-def _appliance_error(_: Request, exc: ApplianceError) -> Response:
-    return error_response(exc, error_body(exc, _request_id()))
+def _error_body(exc: ApplianceError, _: Mapping[str, Any]) -> AnthropicErrorBody:
+    return error_body(exc, _request_id())
 
 
-def _router(prefix: str) -> Router:
-    return Router(
-        path=prefix,
-        route_handlers=[create_message, count_tokens],
-        # Litestar's own errors (413, 405, ...) and unexpected ones: the app's handlers, which
-        # answer in Anthropic's shape on these paths.
-        exception_handlers={ApplianceError: _appliance_error},
-    )
+PROFILE = DialectProfile(
+    name="anthropic",
+    render_error=_error_body,
+    error_bodies=(AnthropicErrorBody,),
+    credential_headers=("x-api-key",),  # what Anthropic's SDK sends
+    client_headers=("anthropic-version",),
+    request_id_headers=("request-id",),  # the name Anthropic's SDK reads (`_request_id` on its answers)
+)
+"""Anthropic's Messages API at the edge."""
 
-
-routers = [_router("/v1"), _router("/v3")]
-"""The Messages API in Anthropic's error shape, under /v1 and /v3."""
+routers = [PROFILE.router(prefix, [create_message, count_tokens]) for prefix in ("/v1", "/v3")]
+"""The Messages API, under /v1 and /v3."""

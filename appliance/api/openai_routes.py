@@ -9,9 +9,17 @@ from litestar.response import Stream
 
 from appliance.api.decoding import decode_body
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.media import ImageLoader
-from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest, Model, ModelList
+from appliance.protocol.openai import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Completion,
+    CompletionRequest,
+    Model,
+    ModelList,
+)
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import completions as service
 from appliance.service.field_policy import check_stream_options
@@ -21,7 +29,18 @@ __all__ = ["router"]
 _STARTED = int(time.time())
 
 
-@post(["/v1/chat/completions", "/v3/chat/completions"], status_code=200)
+@post(
+    ["/v1/chat/completions", "/v3/chat/completions"],
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="Chat completion",
+            body=ChatCompletionRequest,
+            answer=ChatCompletion,
+            stream="data: <ChatCompletionChunk> events, then data: [DONE]",
+        )
+    },
+)
 async def chat_completions(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
     record_request(body.model, body.user)  # the access log names the model even when it is unknown
@@ -32,7 +51,18 @@ async def chat_completions(request: Request, models: ModelRegistry, media: Image
     return json_response(await unless_disconnected(request, call.completion()))
 
 
-@post(["/v1/completions", "/v3/completions"], status_code=200)
+@post(
+    ["/v1/completions", "/v3/completions"],
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="Text completion",
+            body=CompletionRequest,
+            answer=Completion,
+            stream="data: <Completion> events, then data: [DONE]",
+        )
+    },
+)
 async def completions(request: Request, models: ModelRegistry) -> Response:
     body = decode_body(await request.body(), CompletionRequest)
     record = record_request(body.model, body.user)
@@ -47,16 +77,19 @@ async def completions(request: Request, models: ModelRegistry) -> Response:
     return json_response(await unless_disconnected(request, service.completion(body, streams)))
 
 
-@get(["/v1/models", "/v3/models"])
+@get(["/v1/models", "/v3/models"], opt={OPERATION: Operation(summary="Served models", errors=(401,))})
 async def list_models(models: ModelRegistry) -> ModelList:
     return ModelList(data=[Model(id=engine.name, created=_STARTED, state=engine.status) for engine in models])
 
 
-@get(["/v1/models/{model_id:path}", "/v3/models/{model_id:path}"])
+@get(
+    ["/v1/models/{model_id:path}", "/v3/models/{model_id:path}"],
+    opt={OPERATION: Operation(summary="One served model", errors=(401, 404))},
+)
 async def retrieve_model(model_id: str, models: ModelRegistry) -> Model:
     engine = models.get(model_id.lstrip("/"))
     return Model(id=engine.name, created=_STARTED, state=engine.status)
 
 
 router = Router(path="/", route_handlers=[chat_completions, completions, list_models, retrieve_model])
-"""The OpenAI dialect; its errors take the app's OpenAI envelope (`api.errors`)."""
+"""The OpenAI dialect; its errors take the appliance's envelope, OpenAI's (`profiles.DEFAULT_PROFILE`)."""

@@ -1,261 +1,218 @@
-"""The OpenAPI document of the OpenAI and Anthropic Messages routes, generated from the protocol structs.
+"""The OpenAPI document, generated from the app's routes.
 
+Every route handler is an operation (but those left out with `include_in_schema=False`: the
+playground's files): its path and path parameters from the route, its query parameters from the
+handler's signature, what it takes and answers from the `profiles.Operation` it declares, its
+errors in its dialect's shapes (`DialectProfile.error_bodies`), tagged with its dialect's name.
 Handlers decode raw bodies with msgspec (strict, unknown fields refused), so Litestar cannot infer
-the schema; msgspec can: the structs are the schema. Served at `GET /openapi.json`; the test suite
-fuzzes the server against it with schemathesis.
+their schemas; msgspec can: the structs are the schema. Served at `GET /openapi.json`; the test
+suite checks that every route is in it and fuzzes the server against it with schemathesis.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import msgspec
-from litestar import get
+from litestar import Request, get
+from litestar.handlers import HTTPRouteHandler
 
 from appliance import __version__
-from appliance.protocol import anthropic, response_events, responses, tokenize
-from appliance.protocol import openai as api
+from appliance.api.profiles import DEFAULT_PROFILE, Dialects, Operation, RouteEntry, operation_of
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["openapi_document", "routes"]
 
 _REF = "#/components/schemas/{name}"
+_ERRORS = {
+    400: "invalid request",
+    401: "missing or wrong API key",
+    403: "not allowed from this client",
+    404: "unknown model or resource",
+    413: "body too large",
+    503: "model not ready or overloaded",
+}
+# Handler parameters that are neither path nor query parameters (Litestar's reserved names).
+_NOT_QUERY = frozenset({"request", "state", "scope", "headers", "cookies", "query", "body", "data", "socket"})
 
 
-class ErrorDetail(msgspec.Struct):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
+def _documented(handler: HTTPRouteHandler, method: str) -> bool:
+    return handler.include_in_schema is not False and method not in ("OPTIONS", "HEAD")
 
 
-class ErrorResponse(msgspec.Struct):
-    """Every error: OpenAI's envelope."""
+def _operations(dialects: Dialects) -> list[tuple[RouteEntry, str, HTTPRouteHandler, Operation]]:
+    return [
+        (entry, method, handler, operation_of(handler, method))
+        for entry in dialects.routes
+        for method, handler in sorted(entry.handlers.items())
+        if _documented(handler, method)
+    ]
 
-    error: ErrorDetail
+
+def _types(declared: Any) -> tuple[Any, ...]:
+    """A declared body or answer type (a tuple for any of several) as a tuple of types."""
+    return declared if isinstance(declared, tuple) else () if declared is None else (declared,)
 
 
-def _json(ref: dict[str, Any]) -> dict[str, Any]:
-    return {"application/json": {"schema": ref}}
+def _answer(handler: HTTPRouteHandler, operation: Operation) -> Any:
+    """The declared answer type, else the handler's return type when it is a struct."""
+    if operation.answer is not None:
+        return operation.answer
+    returned = handler.parsed_fn_signature.return_type.annotation
+    return returned if isinstance(returned, type) and issubclass(returned, msgspec.Struct) else None
 
 
-def _errors(*statuses: int) -> dict[str, Any]:
-    descriptions = {
-        400: "invalid request",
-        401: "missing or wrong API key",
-        404: "unknown model",
-        413: "body too large",
-        503: "model not ready or overloaded",
-    }
+class _Schemas:
+    """The schemas of the types the operations name, as components referenced by name."""
+
+    def __init__(self, types: list[Any]) -> None:
+        unique = list(dict.fromkeys(types))
+        schemas, self.components = msgspec.json.schema_components(unique, ref_template=_REF)
+        self._of = dict(zip(unique, schemas, strict=True))
+
+    def of(self, declared: Any) -> dict[str, Any]:
+        """The schema of a declared type, or of any of a tuple of them."""
+        options = [dict(self._of[kind]) for kind in _types(declared)]
+        return options[0] if len(options) == 1 else {"anyOf": options}
+
+    def body(self, operation: Operation) -> dict[str, Any]:
+        """The schema of an operation's body: a struct's, or a copy with `operation.optional` not
+        required (named `<Struct>-<field>-optional`)."""
+        schema = self.of(operation.body)
+        for option in schema.get("anyOf", [schema]):
+            name = option.get("$ref", "").rpartition("/")[2]
+            required = self.components.get(name, {}).get("required", [])
+            if not set(operation.optional) & set(required):
+                continue
+            variant = "-".join([name, *operation.optional, "optional"])
+            original = self.components[name]
+            self.components[variant] = {
+                **original,
+                "title": variant,
+                "properties": dict(original["properties"]),  # the served models' enum stays the struct's
+                "required": [field for field in required if field not in operation.optional],
+            }
+            option["$ref"] = _REF.format(name=variant)
+        return schema
+
+    def name_models(self, body: Any, model_names: tuple[str, ...]) -> None:
+        """A body's `model` field as the enum of the served models."""
+        for kind in _types(body):
+            properties = self.components.get(getattr(kind, "__name__", ""), {}).get("properties", {})
+            if "model" in properties:
+                properties["model"] = {"type": "string", "enum": list(model_names)}
+
+
+def _parameters(entry: RouteEntry, handler: HTTPRouteHandler) -> list[dict[str, Any]]:
+    """The route's path parameters, and the handler's other arguments that are no dependency: its
+    query parameters."""
+    path = entry.route.path_parameters
+    found = [
+        {"name": name, "in": "path", "required": True, "schema": msgspec.json.schema(_path_type(kind.type))}
+        for name, kind in path.items()
+    ]
+    dependencies = handler.resolve_dependencies()
+    for name, parameter in handler.parsed_fn_signature.parameters.items():
+        if name in path or name in dependencies or name in _NOT_QUERY:
+            continue
+        schema = msgspec.json.schema(parameter.annotation)
+        # A query string has no null: an optional parameter is one that may be left out.
+        options = [option for option in schema.get("anyOf", [schema]) if option != {"type": "null"}]
+        schema = options[0] if len(options) == 1 else {"anyOf": options}
+        found.append({"name": name, "in": "query", "required": not parameter.has_default, "schema": schema})
+    return found
+
+
+def _path_type(kind: Any) -> Any:
+    return str if kind is Path else kind  # a `:path` parameter spans segments: a string
+
+
+def _stream(description: str) -> dict[str, Any]:
+    """A streamed answer's events (or lines), as schemathesis reads them: each event's data a JSON
+    value (the last maybe the literal [DONE])."""
     return {
-        str(s): {"description": descriptions[s], "content": _json({"$ref": _REF.format(name="ErrorResponse")})}
-        for s in statuses
+        "type": "object",
+        "description": description,
+        "properties": {"data": {"type": "string", "contentMediaType": "application/json"}},
+        "required": ["data"],
     }
 
 
-def _generation(request: str, response: str, chunk: str, summary: str) -> dict[str, Any]:
-    return {
-        "post": {
-            "summary": summary,
-            "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name=request)})},
-            "responses": {
-                "200": {
-                    "description": "the completion, or an SSE stream of chunks when `stream` is true",
-                    "content": {
-                        **_json({"$ref": _REF.format(name=response)}),
-                        # Each SSE event's data is a JSON chunk, the last one the literal [DONE].
-                        "text/event-stream": {
-                            "schema": {
-                                "type": "object",
-                                "description": f"data: <{chunk}> events, then data: [DONE]",
-                                "properties": {"data": {"type": "string", "contentMediaType": "application/json"}},
-                                "required": ["data"],
-                            }
-                        },
-                    },
-                },
-                **_errors(400, 401, 404, 413, 503),
+def _operation(entry: RouteEntry, handler: HTTPRouteHandler, operation: Operation, schemas: _Schemas) -> dict[str, Any]:
+    answer = _answer(handler, operation)
+    content: dict[str, Any] = {}
+    if answer is not None or operation.stream is None:
+        content[operation.answer_media_type] = {"schema": schemas.of(answer)} if answer is not None else {}
+    for media_type in operation.stream_media_types if operation.stream else ():
+        content[media_type] = {"schema": _stream(operation.stream)}
+    error = {"application/json": {"schema": schemas.of(entry.profile.error_bodies)}}
+    document: dict[str, Any] = {
+        "summary": operation.summary,
+        "tags": [entry.profile.name],
+        "responses": {
+            "200": {
+                "description": "the stream when `stream` is true" if operation.stream else "OK",
+                "content": content,
             },
-        }
-    }
-
-
-def _messages_paths(prefix: str) -> dict[str, Any]:
-    """Anthropic's Messages API: its errors take Anthropic's envelope."""
-    errors = {
-        status: {
-            "description": error["description"],
-            "content": _json({"$ref": _REF.format(name="AnthropicErrorBody")}),
-        }
-        for status, error in _errors(400, 401, 404, 413, 503).items()
-    }
-    create = _generation("MessagesRequest", "Message", "StreamEvent", "Create a message (Anthropic)")
-    create["post"]["responses"].update(errors)
-    create["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]["description"] = (
-        "event: <type> and data: <event> per event, from message_start to message_stop (or error)"
-    )
-    count = {
-        "post": {
-            "summary": "Count a message's input tokens (Anthropic)",
-            "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name="CountTokensRequest")})},
-            "responses": {
-                "200": {"description": "the count", "content": _json({"$ref": _REF.format(name="TokenCount")})},
-                **errors,
-            },
-        }
-    }
-    return {f"{prefix}/messages": create, f"{prefix}/messages/count_tokens": count}
-
-
-def _easy_input_items(components: dict[str, Any]) -> None:
-    """Message items and item references may leave `type` out (the SDK's "easy" messages do; the
-    server fills it in), so `type` no longer tells every input item apart."""
-    for name in ("InputMessage", "ItemReference"):
-        components[name]["required"].remove("type")
-    for variant in components["ResponsesRequest"]["properties"]["input"]["anyOf"]:
-        variant.get("items", {}).pop("discriminator", None)
-
-
-def _responses_paths(prefix: str) -> dict[str, Any]:
-    create = _generation("ResponsesRequest", "Response", "ResponseEvent", "Create a model response")
-    # The Responses API streams typed events (`event: <type>`) and ends without [DONE].
-    create["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]["description"] = (
-        "event: <type> and data: <ResponseEvent> per event, from response.created to response.completed, "
-        "response.incomplete or response.failed"
-    )
-    one = [{"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}]
-    return {
-        f"{prefix}/responses": create,
-        f"{prefix}/responses/{{response_id}}": {
-            "get": {
-                "summary": "A stored response",
-                "parameters": one,
-                "responses": {
-                    "200": {"description": "the response", "content": _json({"$ref": _REF.format(name="Response")})},
-                    **_errors(400, 401, 404),
-                },
-            },
-            "delete": {
-                "summary": "Delete a stored response",
-                "parameters": one,
-                "responses": {
-                    "200": {
-                        "description": "deleted",
-                        "content": _json({"$ref": _REF.format(name="DeletedResponse")}),
-                    },
-                    **_errors(401, 404),
-                },
-            },
+            **{str(status): {"description": _ERRORS[status], "content": error} for status in operation.errors},
+            **{str(status): {"description": meaning} for status, meaning in operation.statuses},
         },
     }
+    if parameters := _parameters(entry, handler):
+        document["parameters"] = parameters
+    if any(parameter["in"] == "query" for parameter in parameters) and 400 not in operation.errors:
+        # A query parameter's value is checked: a wrong one is a 400.
+        document["responses"]["400"] = {"description": _ERRORS[400], "content": error}
+    if operation.body is not None:
+        body = schemas.body(operation)
+        document["requestBody"] = {
+            "required": True,
+            "content": {kind: {"schema": body} for kind in operation.media_types},
+        }
+    return document
 
 
-@cache
-def openapi_document(model_names: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The document; with `model_names`, `model` fields list the served models as an enum."""
+@lru_cache(maxsize=4)
+def openapi_document(dialects: Dialects, model_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document of `dialects`' routes; with `model_names`, `model` fields of the request bodies
+    list the served models as an enum."""
+    operations = _operations(dialects)
     types = [
-        api.ChatCompletionRequest,
-        api.ChatCompletion,
-        api.ChatCompletionChunk,
-        api.CompletionRequest,
-        api.Completion,
-        api.Model,
-        api.ModelList,
-        ErrorResponse,
-        tokenize.TokenizeRequest,
-        tokenize.TokenizeResponse,
-        tokenize.DetokenizeRequest,
-        tokenize.DetokenizeResponse,
-        responses.ResponsesRequest,
-        responses.Response,
-        response_events.ResponseEvent,
-        responses.DeletedResponse,
-        anthropic.MessagesRequest,
-        anthropic.CountTokensRequest,
-        anthropic.Message,
-        anthropic.TokenCount,
-        anthropic.AnthropicErrorBody,
+        kind
+        for entry, _, handler, operation in operations
+        for declared in (operation.body, _answer(handler, operation), entry.profile.error_bodies)
+        for kind in _types(declared)
     ]
-    _, components = msgspec.json.schema_components(types, ref_template=_REF)
-    _easy_input_items(components)
-    if model_names:
-        for request in (
-            "ChatCompletionRequest",
-            "CompletionRequest",
-            "ResponsesRequest",
-            "TokenizeRequest",
-            "DetokenizeRequest",
-            "MessagesRequest",
-            "CountTokensRequest",
-        ):
-            components[request]["properties"]["model"] = {"type": "string", "enum": list(model_names)}
+    schemas = _Schemas(types)
     paths: dict[str, Any] = {}
-    for prefix in ("/v1", "/v3"):
-        paths[f"{prefix}/chat/completions"] = _generation(
-            "ChatCompletionRequest", "ChatCompletion", "ChatCompletionChunk", "Chat completion"
-        )
-        paths[f"{prefix}/completions"] = _generation("CompletionRequest", "Completion", "Completion", "Text completion")
-        paths.update(_responses_paths(prefix))
-        paths.update(_messages_paths(prefix))
-        paths[f"{prefix}/models"] = {
-            "get": {
-                "summary": "Served models",
-                "responses": {
-                    "200": {"description": "models", "content": _json({"$ref": _REF.format(name="ModelList")})},
-                    **_errors(401),
-                },
-            }
-        }
-        paths[f"{prefix}/models/{{model_id}}"] = {
-            "get": {
-                "summary": "One served model",
-                "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {
-                    "200": {"description": "the model", "content": _json({"$ref": _REF.format(name="Model")})},
-                    **_errors(401, 404),
-                },
-            }
-        }
-    for prefix in ("", "/v1", "/v3"):
-        for name, request, response in (
-            ("tokenize", "TokenizeRequest", "TokenizeResponse"),
-            ("detokenize", "DetokenizeRequest", "DetokenizeResponse"),
-        ):
-            paths[f"{prefix}/{name}"] = {
-                "post": {
-                    "summary": name.capitalize(),
-                    "requestBody": {"required": True, "content": _json({"$ref": _REF.format(name=request)})},
-                    "responses": {
-                        "200": {"description": name, "content": _json({"$ref": _REF.format(name=response)})},
-                        **_errors(400, 401, 404, 413, 503),
-                    },
-                }
-            }
-    paths["/health"] = {
-        "get": {
-            "summary": "Readiness",
-            "responses": {
-                "200": {"description": "every model ready"},
-                "503": {"description": "a model is loading or failed"},
-            },
-        }
-    }
+    for entry, method, handler, operation in operations:
+        document = _operation(entry, handler, operation, schemas)
+        if operation.edit is not None:
+            operation.edit(schemas.components, document)
+        paths.setdefault(entry.route.path_format, {})[method.lower()] = document
+    if model_names:  # after the bodies' copies (`_Schemas.body`), which keep any model name
+        for *_, operation in operations:
+            schemas.name_models(operation.body, model_names)
+    others = sorted({entry.profile.name for entry in dialects.routes} - {DEFAULT_PROFILE.name})
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "appliance",
             "version": __version__,
-            "description": "OpenAI-compatible API of the OpenVINO GenAI appliance (and Anthropic's Messages API)",
+            "description": "OpenAI-compatible API of the OpenVINO GenAI appliance, and the other dialects "
+            f"it serves (tags): {', '.join(others)}",
         },
-        "paths": paths,
-        "components": {"schemas": components},
+        "paths": dict(sorted(paths.items())),
+        "components": {"schemas": schemas.components},
     }
 
 
 @get("/openapi.json", cache=False)
-async def openapi_json(models: ModelRegistry) -> dict[str, Any]:
-    return openapi_document(tuple(models.names()))
+async def openapi_json(request: Request, models: ModelRegistry) -> dict[str, Any]:
+    """This OpenAPI document."""
+    return openapi_document(Dialects.of(request.app), tuple(models.names()))
 
 
 routes = [openapi_json]

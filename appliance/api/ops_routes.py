@@ -8,6 +8,7 @@ import os
 from litestar import Response, get, post
 
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.api.profiles import OPERATION, Operation
 from appliance.engine import EngineClient
 from appliance.errors import InvalidRequest, NotFound
 from appliance.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -19,6 +20,7 @@ from appliance.settings import MAX_DRAIN_SECONDS
 __all__ = ["routes"]
 
 _SILENT = ("degraded", "stalled")
+_ADMIN = (401, 403)  # a missing admin key; a client not on this machine when no admin key is set
 
 
 def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
@@ -54,7 +56,17 @@ def _speculation(engine: EngineClient) -> dict[str, object]:
     }
 
 
-@get("/health", cache=False)
+@get(
+    "/health",
+    cache=False,
+    opt={
+        OPERATION: Operation(
+            summary="Readiness: every model loaded and ready",
+            errors=(),
+            statuses=((503, "a model is loading, restarting, degraded or stalled; no models; or draining"),),
+        )
+    },
+)
 async def health(models: ModelRegistry) -> Response:
     """200 once every model is loaded and ready; 503 (with each model's state) before, and while
     a model is restarting, "degraded" (its engine has made no progress for a few seconds) or
@@ -80,7 +92,7 @@ async def health(models: ModelRegistry) -> Response:
     )
 
 
-@get("/health/live", cache=False)
+@get("/health/live", cache=False, opt={OPERATION: Operation(summary="Liveness", errors=())})
 async def live() -> dict[str, str]:
     """200 as long as the HTTP server answers (a liveness probe; models may still be loading)."""
     return {"status": "alive"}
@@ -97,14 +109,22 @@ async def stats(models: ModelRegistry, loop_monitor: LoopMonitor, since: float =
     }
 
 
-@get("/metrics", cache=False)
+@get(
+    "/metrics",
+    cache=False,
+    opt={OPERATION: Operation(summary="Prometheus metrics", answer_media_type="text/plain", errors=(401,))},
+)
 async def metrics(metrics: Metrics) -> Response:
     """Prometheus text exposition, rendered on a worker thread: its size grows with the label
     values in use, and the event loop serves every stream meanwhile."""
     return Response(await asyncio.to_thread(metrics.render), media_type=CONTENT_TYPE_LATEST)
 
 
-@post("/admin/reload", status_code=200)
+@post(
+    "/admin/reload",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Re-read the graph directory", errors=(400, *_ADMIN, 404))},
+)
 async def reload(reloader: Reloader | None) -> Response:
     """Re-read the graph directory (like SIGHUP) and answer with what changed. Behind the API key."""
     if reloader is None:
@@ -127,7 +147,7 @@ def _lifecycle(engine: EngineClient) -> dict[str, object]:
     }
 
 
-@get("/admin/models", cache=False)
+@get("/admin/models", cache=False, opt={OPERATION: Operation(summary="Every model's state", errors=_ADMIN)})
 async def admin_models(models: ModelRegistry) -> dict[str, object]:
     """Every graph's model with its state (unloaded, loading, ready, ...), memory and idle time."""
     return {
@@ -141,7 +161,11 @@ async def admin_models(models: ModelRegistry) -> dict[str, object]:
     }
 
 
-@post("/admin/models/{name:str}/load", status_code=200)
+@post(
+    "/admin/models/{name:str}/load",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Load a model now", errors=(*_ADMIN, 404, 503))},
+)
 async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
     """Load the model now (as its first request would, waiting for room in the same queue) and
     answer once it is ready. During an unload's drain it cancels the unload: the model serves on
@@ -151,7 +175,11 @@ async def admin_load(name: str, models: ModelRegistry) -> dict[str, object]:
     return {"model": engine.name, **_lifecycle(engine)}
 
 
-@post("/admin/models/{name:str}/unload", status_code=200)
+@post(
+    "/admin/models/{name:str}/unload",
+    status_code=200,
+    opt={OPERATION: Operation(summary="Unload a model once its requests finish", errors=(*_ADMIN, 404))},
+)
 async def admin_unload(name: str, models: ModelRegistry, drain_seconds: float = 30.0) -> dict[str, object]:
     """Unload the model once its requests finish (at most `drain_seconds`, up to an hour; those
     still running then fail); its next request loads it again."""

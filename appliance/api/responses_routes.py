@@ -8,12 +8,15 @@ created them (`dialects.responses.store`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import HttpMethod, Request, Response, post, route
 from litestar.response import Stream
 
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.gate import api_key
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
 from appliance.dialects.responses.plan import ResponseCall, plan_response
@@ -21,6 +24,7 @@ from appliance.dialects.responses.store import ResponseStore, owner_of
 from appliance.errors import InvalidRequest, NotFound
 from appliance.media import ImageLoader
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
+from appliance.protocol.responses import Response as ModelResponse
 from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
@@ -30,7 +34,32 @@ def _owner(request: Request) -> str:
     return owner_of(api_key(request))
 
 
-@post(["/v1/responses", "/v3/responses"], status_code=200)
+def _easy_input_items(components: dict[str, Any], _: dict[str, Any]) -> None:
+    """Message items and item references may leave `type` out (the SDK's "easy" messages do;
+    `prepare_body` fills it in), so `type` no longer tells every input item apart."""
+    for name in ("InputMessage", "ItemReference"):
+        required = components[name]["required"]
+        if "type" in required:  # edited once for all the routes that take them
+            required.remove("type")
+    for variant in components["ResponsesRequest"]["properties"]["input"]["anyOf"]:
+        variant.get("items", {}).pop("discriminator", None)
+
+
+@post(
+    ["/v1/responses", "/v3/responses"],
+    status_code=200,
+    opt={
+        OPERATION: Operation(
+            summary="Create a model response",
+            body=ResponsesRequest,
+            answer=ModelResponse,
+            # The Responses API streams typed events (`event: <type>`) and ends without [DONE].
+            stream="event: <type> and data: <ResponseEvent> per event, from response.created to "
+            "response.completed, response.incomplete or response.failed",
+            edit=_easy_input_items,
+        )
+    },
+)
 async def create_response(
     request: Request, models: ModelRegistry, media: ImageLoader, response_store: ResponseStore
 ) -> Response:
@@ -54,6 +83,12 @@ async def create_response(
     http_method=[HttpMethod.GET, HttpMethod.DELETE],
     status_code=200,
     cache=False,
+    opt={
+        OPERATION: {
+            "GET": Operation(summary="A stored response", answer=ModelResponse, errors=(400, 401, 404)),
+            "DELETE": Operation(summary="Delete a stored response", answer=DeletedResponse, errors=(401, 404)),
+        }
+    },
 )
 async def stored_response(
     request: Request, response_id: str, response_store: ResponseStore, stream: bool = False

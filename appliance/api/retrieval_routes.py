@@ -11,6 +11,7 @@ from litestar import Request, post
 
 from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, Operation
 from appliance.protocol.retrieval import (
     CreateEmbeddingResponse,
     EmbeddingRequest,
@@ -25,17 +26,29 @@ from appliance.service import retrieval as service
 __all__ = ["routes"]
 
 
-@post(["/v1/embeddings", "/v3/embeddings", "/embeddings"], status_code=200)
+@post(
+    ["/v1/embeddings", "/v3/embeddings", "/embeddings"],
+    status_code=200,
+    opt={OPERATION: Operation(summary="Embeddings of texts (OpenAI)", body=EmbeddingRequest)},
+)
 async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbeddingResponse:
     return await _answer(request, models, EmbeddingRequest, service.embed)
 
 
-@post(["/v1/rerank", "/v3/rerank", "/rerank", "/v2/rerank"], status_code=200)
+@post(
+    ["/v1/rerank", "/v3/rerank", "/rerank", "/v2/rerank"],
+    status_code=200,
+    opt={OPERATION: Operation(summary="Documents ranked by relevance to a query (Cohere, Jina)", body=RerankRequest)},
+)
 async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
     return await _answer(request, models, RerankRequest, service.rerank)
 
 
-@post(["/v1/score", "/v3/score", "/score"], status_code=200)
+@post(
+    ["/v1/score", "/v3/score", "/score"],
+    status_code=200,
+    opt={OPERATION: Operation(summary="Relevance scores of text pairs (vLLM)", body=ScoreRequest)},
+)
 async def score(request: Request, models: ModelRegistry) -> ScoreResponse:
     return await _answer(request, models, ScoreRequest, service.score)
 

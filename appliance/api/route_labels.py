@@ -16,7 +16,7 @@ from typing import Any
 
 from litestar.routes import BaseRoute
 
-__all__ = ["OTHER", "RouteLabels"]
+__all__ = ["OTHER", "RouteLabels", "route_pattern"]
 
 OTHER = "other"
 
@@ -25,7 +25,7 @@ class RouteLabels:
     """Labels requests (by their ASGI scope) with the template of their route."""
 
     def __init__(self, routes: Iterable[BaseRoute] = ()) -> None:
-        self._patterns = [(route.path_format, _pattern(route)) for route in routes]
+        self._patterns = [(route.path_format, route_pattern(route)) for route in routes]
 
     def __call__(self, scope: Mapping[str, Any]) -> str:
         template = scope.get("path_template")
@@ -35,7 +35,8 @@ class RouteLabels:
         return next((template for template, pattern in self._patterns if pattern.fullmatch(path)), OTHER)
 
 
-def _pattern(route: BaseRoute) -> re.Pattern[str]:
+def route_pattern(route: BaseRoute) -> re.Pattern[str]:
+    """The paths `route` matches, as a regular expression (for `fullmatch`)."""
     parts = []
     for component in route.path_components:
         if isinstance(component, str):

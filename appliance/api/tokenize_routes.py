@@ -10,6 +10,7 @@ from litestar import Request, post
 
 from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, Operation
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import tokenize as service
@@ -17,14 +18,22 @@ from appliance.service import tokenize as service
 __all__ = ["routes"]
 
 
-@post(["/tokenize", "/v1/tokenize", "/v3/tokenize"], status_code=200)
+@post(
+    ["/tokenize", "/v1/tokenize", "/v3/tokenize"],
+    status_code=200,
+    opt={OPERATION: Operation(summary="Tokenize", body=TokenizeRequest)},
+)
 async def tokenize(request: Request, models: ModelRegistry) -> TokenizeResponse:
     body = decode_body(await request.body(), TokenizeRequest)
     record_request(body.model, None)
     return await unless_disconnected(request, service.tokenize(models.get(body.model), body))
 
 
-@post(["/detokenize", "/v1/detokenize", "/v3/detokenize"], status_code=200)
+@post(
+    ["/detokenize", "/v1/detokenize", "/v3/detokenize"],
+    status_code=200,
+    opt={OPERATION: Operation(summary="Detokenize", body=DetokenizeRequest)},
+)
 async def detokenize(request: Request, models: ModelRegistry) -> DetokenizeResponse:
     body = decode_body(await request.body(), DetokenizeRequest)
     record_request(body.model, None)

@@ -209,9 +209,11 @@ def test_errors_take_anthropics_shape(server: RunningServer, client: anthropic.A
     wrong_key = anthropic.Anthropic(base_url=server.url, api_key="wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as refused:
         wrong_key.messages.create(model=SMOL, max_tokens=5, messages=ASK_WEATHER)
+    # The gate's refusal in Anthropic's shape, with the request id as every error on these routes.
     assert refused.value.body == {
         "type": "error",
         "error": {"type": "authentication_error", "message": refused.value.body["error"]["message"]},
+        "request_id": refused.value.request_id,
     }
     # The same key the SDK sends as x-api-key also works as a Bearer token.
     bearer = httpx.post(

@@ -110,14 +110,14 @@ def test_the_access_log_caps_what_the_client_named(caplog: pytest.LogCaptureFixt
 
 
 def _gate_call(headers: list[tuple[str, str]], path: str = "/v1/models") -> httpx.Response:
-    async def ok(scope, receive, send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
+    """`path` through the gate of the app with its real dialects (whose profiles declare the
+    credential headers), keys "a" and "b"; a GET, so /v1/models answers 200 when let through."""
 
     async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=Gate(ok, api_keys=["a", "b"]), client=("127.0.0.1", 40000))  # type: ignore[arg-type]
+        app = Gate(fake_app(FakeEngineClient(fake_graph("fake"))), api_keys=["a", "b"])
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))  # type: ignore[arg-type]
         async with httpx.AsyncClient(transport=transport, base_url="http://appliance") as http:
-            return await http.post(path, headers=headers)
+            return await http.get(path, headers=headers)
 
     return asyncio.run(go())
 

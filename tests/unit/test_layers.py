@@ -163,3 +163,18 @@ def test_the_circle_check_sees_a_circle() -> None:
     modules = {"a.py": ["appliance.b"], "b.py": ["appliance.a"]}
     with pytest.raises(graphlib.CycleError):
         _import_graph(modules).prepare()
+
+
+EDGE = ("api/gate.py", "api/errors.py", "api/openapi.py", "api/profiles.py", "api/csrf.py")
+"""The HTTP edge: it reads the dialects' profiles (`api/profiles.py`) and names no dialect."""
+
+
+def test_the_edge_names_no_dialect() -> None:
+    modules = _imports_by_module()
+    offenders = [
+        f"{relative}: {name}"
+        for relative in EDGE
+        for name in modules[relative]
+        if name.startswith(("appliance.dialects", "appliance.protocol")) or name.endswith("_routes")
+    ]
+    assert not offenders, "a dialect declares itself in its profile (api/profiles.py), read by the edge"

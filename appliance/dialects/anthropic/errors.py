@@ -11,11 +11,7 @@ from __future__ import annotations
 from appliance.errors import ApplianceError
 from appliance.protocol.anthropic import AnthropicError, AnthropicErrorBody
 
-__all__ = ["PATHS", "answers_in_anthropic_shape", "error_body", "error_object", "error_type"]
-
-PATHS = ("/v1/messages", "/v3/messages")
-"""The Messages API's routes (and those under them): every answer there, the gate's refusals too,
-takes Anthropic's shape."""
+__all__ = ["error_body", "error_object", "error_type"]
 
 _TYPES = {
     400: "invalid_request_error",
@@ -29,11 +25,6 @@ _TYPES = {
     503: "overloaded_error",
     504: "timeout_error",
 }
-
-
-def answers_in_anthropic_shape(path: str) -> bool:
-    """Whether `path` (normalized) is one of the Messages API's."""
-    return any(path == prefix or path.startswith(prefix + "/") for prefix in PATHS)
 
 
 def error_type(status: int) -> str:
