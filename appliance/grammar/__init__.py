@@ -12,8 +12,16 @@ writes itself. Two engine facts make that necessary:
   model can emit whitespace until the token limit. The grammars written here allow at most one
   space after `:` and `,`.
 - xgrammar compiles a new grammar inside the step too, so every stream of the model waits for it:
-  grammars are written compactly (linear in the schema's size) and `cost` checks them against a
-  budget before the engine sees them.
+  grammars are written compactly, in time linear in the constraint's size, and `cost` checks them
+  against a budget (character classes and literal text) before the engine sees them.
+
+Writing is bounded before it starts: what a constraint holds (properties, values, alternatives,
+text, nesting; `ebnf.INPUT_LIMITS`, a schema counted by `schema_size`) is counted before each part
+is converted, and a `RuleSet` stops as soon as its grammar passes its byte budget or its client
+has left (`ebnf.checkpoint`).
+
+Modules: `ebnf` (writing rules, reading a user's grammar, the bounds of one build), `json_schema`,
+`schema_size`, `regex`, `cost`.
 
 Pure Python: no openvino import.
 """
