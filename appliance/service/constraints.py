@@ -14,6 +14,8 @@ engine keeps its own compiled copy of each, so a repeated grammar costs nothing 
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 from appliance.errors import InvalidRequest
@@ -100,7 +102,7 @@ async def constrained_output(
     fields = [request.response_format, request.tools, request.tool_choice, request.parallel_tool_calls] if chat else []
     if not any(fields) and request.structured_outputs is None:
         return None
-    key = msgspec.json.encode(
+    fingerprint = msgspec.json.encode(
         [
             graph.name,
             tools.parser,
@@ -110,6 +112,8 @@ async def constrained_output(
             *fields,
         ]
     )
+    # A digest, not the fields themselves: 256 remembered keys of a 30 MB body each would be 8 GB.
+    key = hashlib.blake2b(fingerprint, digest_size=16).digest()
     return await builds.build(key, lambda: output_grammar(request, graph, tools))
 
 
@@ -137,10 +141,10 @@ def output_grammar(
         if calls is not None:
             expression = calls if text is None else f"({calls}) | ({text})"
             param = "tool_choice" if tools.forced else "response_format"
-            found.append((param, _budgeted(rules.render(expression), "tools", graph, schemas)))
+            found.append((param, _budgeted(_rendered(rules, expression, "tools"), "tools", graph, schemas)))
         elif text is not None:
             param = next(iter(schemas), "response_format")
-            found.append(("response_format", _budgeted(rules.render(text), param, graph, schemas)))
+            found.append(("response_format", _budgeted(_rendered(rules, text, param), param, graph, schemas)))
     if request.structured_outputs is not None:
         found.append(("structured_outputs", _structured(request.structured_outputs, graph)))
     if len(found) > 1:
@@ -157,8 +161,8 @@ def _calls(tools: ToolPlan, rules: RuleSet, schemas: dict[str, object]) -> str:
     name = tools.forced_name
     try:
         expression = call_expression(tools.parser, list(tools.tools), name, tools.max_calls, rules)
-    except GrammarError as exc:
-        raise _invalid(exc, "") from None
+    except GrammarError as exc:  # a schema's own path, or the calls as a whole (too large)
+        raise _invalid(exc, "" if exc.path else "tools") from None
     for index, tool in enumerate(tools.tools):
         if name in (None, tool.function.name) and tool.function.parameters is not None:
             schemas[f"tools[{index}].function.parameters"] = tool.function.parameters
@@ -174,10 +178,17 @@ def _response_format(request: ChatCompletionRequest, rules: RuleSet, schemas: di
         schema, param = response_format.value, "response_format.value"
     else:
         return None
-    if schema is None:
-        return json_object_expression(rules)
-    schemas[param] = schema
+    if schema is not None:
+        schemas[param] = schema
     try:
-        return schema_expression(schema, rules)
+        return json_object_expression(rules) if schema is None else schema_expression(schema, rules)
+    except GrammarError as exc:
+        raise _invalid(exc, param) from None
+
+
+def _rendered(rules: RuleSet, expression: str, param: str) -> str:
+    """The whole grammar of `expression`; a 400 naming `param` if it passes the byte budget."""
+    try:
+        return rules.render(expression)
     except GrammarError as exc:
         raise _invalid(exc, param) from None

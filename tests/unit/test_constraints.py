@@ -73,6 +73,12 @@ ENUM_4400 = {"type": "object", "properties": {"x": {"enum": words(4_400, 40)}}, 
         ),
         ({"structured_outputs": {"choice": words(1_001, 3)}}, "structured_outputs.choice", ["1001 alternatives"]),
         (
+            {"response_format": schema_format(optional_properties(3_000))},
+            "response_format.json_schema.schema",
+            ["grew past 262144 bytes"],
+        ),
+        (forced_tool(optional_properties(3_000)), "tools[0].function.parameters", ["grew past 262144 bytes"]),
+        (
             {"response_format": schema_format({"type": "object", "properties": {"x": {"enum": words(1_000, 40)}}})},
             "response_format.json_schema.schema.properties.x",
             ["too complex", "bytes of literal text"],
@@ -87,6 +93,8 @@ ENUM_4400 = {"type": "object", "properties": {"x": {"enum": words(4_400, 40)}}, 
         "pattern-5000-branches",
         "grammar-alternatives",
         "choice",
+        "grammar-bytes",
+        "tool-grammar-bytes",
         "enum-over-compile-budget",
     ],
 )
@@ -109,3 +117,13 @@ def test_constraints_within_the_bounds_are_served(client: TestClient) -> None:
     ):
         response = chat(client, max_tokens=4, **fields)
         assert response.status_code == 200, response.text
+
+
+def test_remembered_constraints_are_kept_by_digest_not_by_their_text(client: TestClient) -> None:
+    from appliance.service.constraints import builds
+
+    # A 2,000-property schema (80 KB) leaves a 16-byte key (the grammar itself is remembered).
+    response = chat(client, max_tokens=4, response_format=schema_format(optional_properties(2_000)))
+    assert response.status_code == 400, response.text  # over a budget: the refusal is remembered
+    assert response.json()["error"]["param"] == "response_format.json_schema.schema"
+    assert builds._remembered and all(len(key) == 16 for key in builds._remembered)
