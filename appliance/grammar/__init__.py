@@ -13,7 +13,8 @@ writes itself. Two engine facts make that necessary:
   space after `:` and `,`.
 - xgrammar compiles a new grammar inside the step too, so every stream of the model waits for it:
   grammars are written compactly, in time linear in the constraint's size, and `cost` checks them
-  against a budget (character classes and literal text) before the engine sees them.
+  against a budget (character classes, literal text, and the closures of optional items,
+  `closure`) before the engine sees them.
 
 Writing is bounded before it starts: what a constraint holds (properties, values, alternatives,
 text, nesting; `ebnf.INPUT_LIMITS`, a schema counted by `schema_size`) is counted before each part
@@ -21,7 +22,7 @@ is converted, and a `RuleSet` stops as soon as its grammar passes its byte budge
 has left (`ebnf.checkpoint`).
 
 Modules: `ebnf` (writing rules, reading a user's grammar, the bounds of one build), `json_schema`,
-`schema_size`, `regex`, `cost`.
+`schema_size`, `regex`, `cost` with `closure`.
 
 Pure Python: no openvino import.
 """

@@ -491,23 +491,33 @@ def _list(open_: str, close: str, item: str, minimum: int, maximum: int | None, 
 
 
 def _members(entries: list[tuple[bool, str]], rules: RuleSet) -> str:
-    """Object members in order; required ones always, optional ones may be left out."""
+    """Object members in order; required ones always, optional ones may be left out.
+
+    Each optional member is a rule of its own: the engine compiles a rule on its own, but the
+    positions of an inline optional group also hold everything that may follow it (measured: one
+    required and 400 optional properties, inline, 43 s of compile inside the engine's step; as
+    rules, about 1 s; see `closure`)."""
     first_required = next((index for index, (required, _) in enumerate(entries) if required), None)
     if first_required is not None:
-        parts = [f'({entry} "," {SPACE})?' for _, entry in entries[:first_required]]
+        parts = [f'({_rule(entry, rules)} "," {SPACE})?' for _, entry in entries[:first_required]]
         parts.append(entries[first_required][1])
         for required, entry in entries[first_required + 1 :]:
-            parts.append(f'"," {SPACE} {entry}' if required else f'("," {SPACE} {entry})?')
+            parts.append(f'"," {SPACE} {entry}' if required else f'("," {SPACE} {_rule(entry, rules)})?')
         return " ".join(parts)
     # All optional: any one may come first, then each later one may follow. `rest_i` (what may
     # follow once member i is written) keeps this linear in the number of members.
-    names = [_named(entry, "member", rules) for _, entry in entries]
+    names = [_rule(entry, rules) for _, entry in entries]
     rest = '""'
     options = [names[-1]]
     for name, following in zip(reversed(names[:-1]), reversed(names[1:])):
         rest = rules.add("rest", f'("," {SPACE} {following})? {rest}'.removesuffix(' ""'))
         options.append(f"{name} {rest}")
     return "(" + " | ".join(reversed(options)) + ")?"
+
+
+def _rule(entry: str, rules: RuleSet) -> str:
+    """A rule for an optional member (its name, if it is one already)."""
+    return entry if entry.replace("-", "_").isidentifier() else rules.add("member", entry)
 
 
 def _named(expression: str, hint: str, rules: RuleSet) -> str:

@@ -12,7 +12,13 @@ from random import Random
 import pytest
 
 from appliance.grammar import GrammarError, json_schema_grammar, parse_grammar, regex_grammar, schema_expression
-from appliance.grammar.cost import LITERAL_BYTES_PER_STATE, GrammarBudget, check_grammar, grammar_cost
+from appliance.grammar.cost import (
+    CLOSURE_WORK_PER_STATE,
+    LITERAL_BYTES_PER_STATE,
+    GrammarBudget,
+    check_grammar,
+    grammar_cost,
+)
 from appliance.grammar.ebnf import (
     INPUT_LIMITS,
     MAX_GRAMMAR_BYTES,
@@ -326,7 +332,7 @@ def test_every_kind_of_build_checks_for_abandonment(build) -> None:
 def test_literal_bytes_cost_states() -> None:
     cost = grammar_cost('root ::= ("' + "a" * 1_000 + '" | "bc"){2}\n')
     assert (cost.classes, cost.literal_bytes) == (0, 2_004)
-    assert cost.states == -(-2_004 // LITERAL_BYTES_PER_STATE)
+    assert cost.states == -(-2_004 // LITERAL_BYTES_PER_STATE) + -(-cost.closure_work // CLOSURE_WORK_PER_STATE)
 
 
 @pytest.mark.parametrize(
@@ -347,4 +353,51 @@ def test_large_literal_alternatives_are_over_the_compile_budget(grammar: str) ->
 
 def test_moderate_literal_alternatives_are_within_the_budget() -> None:
     check_grammar(json_schema_grammar({"enum": words(300, 40)}), GrammarBudget())
-    check_grammar(json_schema_grammar(optional_properties(1_000)), GrammarBudget())
+    check_grammar(json_schema_grammar(optional_properties(150)), GrammarBudget())
+
+
+# -- the compile budget counts long runs of optional items --------------------------------------
+
+
+def test_optional_members_are_rules_of_their_own() -> None:
+    """Inline, the positions of each optional member also held every member that may follow
+    (one required and 400 optional properties: 43 s of compile in the engine's step); as rules,
+    each is compiled on its own (about 2 s, and refused by the budget)."""
+    schema = optional_properties(3)
+    schema["required"] = ["property_00001"]
+    grammar = json_schema_grammar(schema)
+    root = grammar.splitlines()[0]
+    assert root.count("member") == 2 and "property_00000" not in root and "property_00002" not in root
+
+
+@pytest.mark.parametrize(
+    ("grammar", "refused"),
+    [
+        (json_schema_grammar(optional_properties(400)), True),
+        (json_schema_grammar({**optional_properties(400), "required": ["property_00000"]}), True),
+        ("root ::= " + " ".join(f'("{word}")?' for word in words(200, 12)) + ' "z"\n', True),
+        (json_schema_grammar(optional_properties(150)), False),
+        (json_schema_grammar({**optional_properties(150), "required": ["property_00000"]}), False),
+    ],
+    ids=["400-optional", "1-required-400-optional", "200-optional-words", "150-optional", "1-required-150-optional"],
+)
+def test_long_runs_of_optional_items_are_over_the_compile_budget(grammar: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(GrammarError, match="closure work"):
+            check_grammar(grammar, GrammarBudget())
+    else:
+        check_grammar(grammar, GrammarBudget())
+
+
+def test_closure_work_is_found_in_linear_time_for_long_chains() -> None:
+    # 20,000 rules that may each be empty, each beginning the one before: no recursion, and work
+    # growing with the square of the chain (as the engine's compile does), not of the grammar.
+    size = 20_000
+    chain = "root ::= r1\n" + "".join(f'r{i} ::= ("a")? r{i + 1}\n' for i in range(1, size)) + f'r{size} ::= "b"\n'
+    cost = grammar_cost(chain)
+    assert cost.closure_work > size * size
+
+
+def test_surrogates_in_a_users_grammar_are_costed() -> None:
+    cost = grammar_cost(parse_grammar('root ::= "\\ud800" [a-z]'))
+    assert cost.literal_bytes == 3 and cost.classes == 1
