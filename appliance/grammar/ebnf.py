@@ -624,10 +624,9 @@ def _write(node: Node, rules: RuleSet) -> str:
 def parse_grammar(text: str) -> str:
     """Check a user's EBNF grammar and write it back in a form known to compile.
 
-    Raises GrammarError as `read_grammar` does, and for a grammar over MAX_GRAMMAR_BYTES (before
-    reading it: it is written back at least as large) or with more alternatives than
-    INPUT_LIMITS allows; large repetition counts are rewritten as `RuleSet.counted` does (new
-    rules, named apart from the user's).
+    Raises GrammarError as `read_grammar` does, and for a grammar over MAX_GRAMMAR_BYTES (checked
+    before it is read) or with more alternatives than INPUT_LIMITS allows; large repetition
+    counts are rewritten as `RuleSet.counted` does (new rules, named apart from the user's).
     """
     rules = RuleSet()
     size = len(text.encode())
