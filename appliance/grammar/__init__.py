@@ -17,11 +17,11 @@ writes itself. Two engine facts make that necessary:
   `closure`) before the engine sees them.
 
 Writing is bounded before it starts: what a constraint holds (properties, values, alternatives,
-text, nesting; `ebnf.INPUT_LIMITS`, a schema counted by `schema_size`) is counted before each part
+text, nesting; `bounds.INPUT_LIMITS`, a schema counted by `schema_size`) is counted before each part
 is converted, and a `RuleSet` stops as soon as its grammar passes its byte budget or its client
-has left (`ebnf.checkpoint`).
+has left (`bounds.checkpoint`).
 
-Modules: `ebnf` (writing rules, reading a user's grammar, the bounds of one build), `json_schema`,
+Modules: `ebnf` (writing rules, reading a user's grammar), `bounds` (of one build), `json_schema`,
 `schema_size`, `regex`, `cost` with `closure`.
 
 Pure Python: no openvino import.

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from appliance.grammar.ebnf import Node, checkpoint
+from appliance.grammar.bounds import checkpoint
+from appliance.grammar.ebnf import Node
 
 __all__ = ["TOKEN_REACH", "closure_work"]
 

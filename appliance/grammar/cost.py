@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from appliance.grammar.bounds import MAX_GRAMMAR_BYTES, checkpoint
 from appliance.grammar.closure import closure_work
-from appliance.grammar.ebnf import MAX_GRAMMAR_BYTES, GrammarError, Node, checkpoint, read_grammar
+from appliance.grammar.ebnf import GrammarError, Node, read_grammar
 
 __all__ = [
     "CLOSURE_WORK_PER_STATE",

@@ -8,24 +8,18 @@ quantifiers `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`, and `#` comments. The start r
 from __future__ import annotations
 
 import re
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from appliance.grammar.bounds import INPUT_LIMITS, MAX_GRAMMAR_BYTES, checkpoint
+
 __all__ = [
-    "INPUT_LIMITS",
     "MAX_CODEPOINT",
-    "MAX_GRAMMAR_BYTES",
     "MAX_REPEAT",
-    "BuildAbandoned",
     "GrammarError",
     "RuleSet",
-    "abandoned_when",
     "char_class",
-    "checkpoint",
     "choice_grammar",
     "complement",
     "literal",
@@ -50,32 +44,6 @@ class GrammarError(ValueError):
         super().__init__(message)
         self.message = message
         self.path = path
-
-
-class BuildAbandoned(Exception):
-    """The client that asked for a grammar has left: its build stopped at a `checkpoint`."""
-
-
-_abandoned: ContextVar[threading.Event | None] = ContextVar("grammar_abandoned", default=None)
-
-
-@contextmanager
-def abandoned_when(flag: threading.Event) -> Iterator[None]:
-    """Grammar builds in this block stop with BuildAbandoned at their next `checkpoint` once `flag`
-    is set (by the thread that waits for the build, when its client leaves)."""
-    token = _abandoned.set(flag)
-    try:
-        yield
-    finally:
-        _abandoned.reset(token)
-
-
-def checkpoint() -> None:
-    """Raise BuildAbandoned if the build running here has been abandoned. Called once per rule,
-    subschema, pattern group and grammar rule: cheap (a context variable and an event)."""
-    flag = _abandoned.get()
-    if flag is not None and flag.is_set():
-        raise BuildAbandoned
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -200,24 +168,6 @@ def _base16(number: int) -> list[int]:
         number, digit = divmod(number, 16)
         digits.append(digit)
     return digits
-
-
-MAX_GRAMMAR_BYTES = 256 * 1024
-"""Largest grammar written: a build stops as soon as its rules pass this (`RuleSet.define`)."""
-
-INPUT_LIMITS = {
-    "schemas": (20_000, "schemas (the schema and every subschema in it)"),
-    "properties": (5_000, "properties (object properties and `prefixItems` entries)"),
-    "values": (1_000, "`enum` and `const` values"),
-    "alternatives": (1_000, "alternatives (`anyOf`/`oneOf`/`allOf` branches, `|` in patterns and grammars, choices)"),
-    "text": (120_000, "characters of property and definition names, `enum` and `const` values and patterns"),
-}
-"""What one grammar's inputs (a request's schemas, patterns and grammars together) may hold, by
-`RuleSet.count`'s names: (at most, what is counted). Counted before each part is converted, so
-the work of writing a grammar is bounded by the request's own size, not found out afterwards.
-The schema limits are the ones OpenAI documents for its structured outputs (5,000 properties,
-1,000 enum values, 120,000 characters of names and values), so a schema written for OpenAI is
-never refused by them; the graph's compile budget (`cost`) may still find its grammar too costly."""
 
 
 class RuleSet:

@@ -17,7 +17,8 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from appliance.grammar.ebnf import ANY_CHAR, GrammarError, RuleSet, char_class, checkpoint, literal, repeat, subtract
+from appliance.grammar.bounds import checkpoint
+from appliance.grammar.ebnf import ANY_CHAR, GrammarError, RuleSet, char_class, literal, repeat, subtract
 from appliance.grammar.regex import regex_expression
 from appliance.grammar.schema_size import MAX_DEPTH, count_schema, resolve
 

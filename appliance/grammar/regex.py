@@ -13,13 +13,13 @@ import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
+from appliance.grammar.bounds import checkpoint
 from appliance.grammar.ebnf import (
     ANY_CHAR,
     GrammarError,
     Ranges,
     RuleSet,
     char_class,
-    checkpoint,
     literal,
     normalize,
     repeat,

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from appliance.grammar.ebnf import GrammarError, RuleSet, checkpoint
+from appliance.grammar.bounds import checkpoint
+from appliance.grammar.ebnf import GrammarError, RuleSet
 
 __all__ = ["MAX_DEPTH", "count_schema", "resolve"]
 

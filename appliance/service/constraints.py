@@ -2,7 +2,7 @@
 (regex, grammar, choice, json) or a forced tool call (`tool_choice` required or named).
 
 At most one source per request; a schema, regex or grammar that cannot be honoured, that holds
-more than structured output takes (`grammar.ebnf.INPUT_LIMITS`, counted before it is converted),
+more than structured output takes (`grammar.bounds.INPUT_LIMITS`, counted before it is converted),
 or that would cost the engine more than the graph's budget to compile
 (`limits.max_grammar_states`), is a 400 naming the field (the path inside it too).
 

@@ -1,7 +1,7 @@
 """Output grammars built off the event loop, on a small pool of threads of their own (issue 40).
 
 Building a grammar is pure Python, linear in the constraint's size but up to a few tenths of a
-second for the largest the bounds accept (`grammar.ebnf.INPUT_LIMITS`). Builds never run on the
+second for the largest the bounds accept (`grammar.bounds.INPUT_LIMITS`). Builds never run on the
 event loop's default executor: `/metrics`, image decoding and reloads share that one, and six
 large builds once held all of them for minutes. Here:
 
@@ -9,7 +9,7 @@ large builds once held all of them for minutes. Here:
   beyond that is refused at once with 503 and Retry-After (`Overloaded`), not queued without end;
 - the same key in flight is built once, whoever waits for it;
 - a build whose every waiting client has left is abandoned: dropped from the queue, or stopped
-  at its next checkpoint (`grammar.ebnf.checkpoint`) if already running;
+  at its next checkpoint (`grammar.bounds.checkpoint`) if already running;
 - results, grammars and refusals (InvalidRequest) alike, are remembered by key (clients send the
   same tools and schemas again and again).
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from appliance.cpu_affinity import unpin_this_thread
 from appliance.errors import InvalidRequest, Overloaded
-from appliance.grammar.ebnf import BuildAbandoned, abandoned_when
+from appliance.grammar.bounds import BuildAbandoned, abandoned_when
 
 __all__ = ["GrammarBuilds"]
 

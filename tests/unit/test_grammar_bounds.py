@@ -12,6 +12,7 @@ from random import Random
 import pytest
 
 from appliance.grammar import GrammarError, json_schema_grammar, parse_grammar, regex_grammar, schema_expression
+from appliance.grammar.bounds import INPUT_LIMITS, MAX_GRAMMAR_BYTES, BuildAbandoned, abandoned_when
 from appliance.grammar.cost import (
     CLOSURE_WORK_PER_STATE,
     LITERAL_BYTES_PER_STATE,
@@ -19,14 +20,7 @@ from appliance.grammar.cost import (
     check_grammar,
     grammar_cost,
 )
-from appliance.grammar.ebnf import (
-    INPUT_LIMITS,
-    MAX_GRAMMAR_BYTES,
-    BuildAbandoned,
-    RuleSet,
-    abandoned_when,
-    choice_grammar,
-)
+from appliance.grammar.ebnf import RuleSet, choice_grammar
 from appliance.grammar.schema_size import count_schema
 
 

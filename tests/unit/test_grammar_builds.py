@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from appliance.errors import InvalidRequest, Overloaded
-from appliance.grammar.ebnf import checkpoint
+from appliance.grammar.bounds import checkpoint
 from appliance.service.grammar_builds import GrammarBuilds
 
 
