@@ -12,8 +12,17 @@ writes itself. Two engine facts make that necessary:
   model can emit whitespace until the token limit. The grammars written here allow at most one
   space after `:` and `,`.
 - xgrammar compiles a new grammar inside the step too, so every stream of the model waits for it:
-  grammars are written compactly (linear in the schema's size) and `cost` checks them against a
-  budget before the engine sees them.
+  grammars are written compactly, in time linear in the constraint's size, and `cost` checks them
+  against a budget (character classes, literal text, and the closures of optional items,
+  `closure`) before the engine sees them.
+
+Writing is bounded before it starts: what a constraint holds (properties, values, alternatives,
+text, nesting; `bounds.INPUT_LIMITS`, a schema counted by `schema_size`) is counted before each part
+is converted, and a `RuleSet` stops as soon as its grammar passes its byte budget or its client
+has left (`bounds.checkpoint`).
+
+Modules: `ebnf` (writing rules, reading a user's grammar), `bounds` (of one build), `json_schema`,
+`schema_size`, `regex`, `cost` with `closure`.
 
 Pure Python: no openvino import.
 """

@@ -8,8 +8,11 @@ quantifiers `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`, and `#` comments. The start r
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+from appliance.grammar.bounds import INPUT_LIMITS, MAX_GRAMMAR_BYTES, checkpoint
 
 __all__ = [
     "MAX_CODEPOINT",
@@ -17,6 +20,7 @@ __all__ = [
     "GrammarError",
     "RuleSet",
     "char_class",
+    "choice_grammar",
     "complement",
     "literal",
     "parse_grammar",
@@ -167,26 +171,87 @@ def _base16(number: int) -> list[int]:
 
 
 class RuleSet:
-    """The named rules of one grammar under construction; `render` writes the grammar."""
+    """The named rules of one grammar under construction; `render` writes the grammar.
 
-    def __init__(self) -> None:
+    It also keeps the grammar's bounds while it is written: its size (`max_bytes`, checked as
+    each rule is defined), what its inputs hold (`count`, against INPUT_LIMITS) and whether its
+    client has left (`checkpoint`).
+    """
+
+    def __init__(self, max_bytes: int = MAX_GRAMMAR_BYTES) -> None:
         self._rules: dict[str, str | None] = {}
+        self._numbers: dict[str, int] = {}  # the next number to try after each base name
         self._counting: dict[tuple, str] = {}  # the rules `counted` wrote, by what they match
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """Bytes of the rules defined so far, as `render_rules` writes them."""
+        self.held: Counter[str] = Counter()
+        """What the inputs written into this grammar hold, by INPUT_LIMITS's names."""
 
     def reserve(self, hint: str) -> str:
-        """A fresh rule name (from `hint`) to `define` later: lets a rule refer to itself."""
+        """A fresh rule name (from `hint`) to `define` later: lets a rule refer to itself.
+
+        The names of one base are numbered `base`, `base_2`, `base_3`, ...; the next number to
+        try is remembered per base, so a grammar with thousands of `rest` rules is written in
+        time linear in their number (it once probed every earlier name for each new one: 8,000
+        properties took 19 s). A number is tried at most once per base.
+        """
         base = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_").lower() or "rule"
         if base[0].isdigit():
             base = f"r_{base}"
-        name, counter = base, 1
+        number = self._numbers.get(base, 1)
+        name = base if number == 1 else f"{base}_{number}"
         while name in self._rules or name == "root":
-            counter += 1
-            name = f"{base}_{counter}"
+            number += 1
+            name = f"{base}_{number}"
+        self._numbers[base] = number + 1
         self._rules[name] = None
         return name
 
     def define(self, name: str, body: str) -> None:
+        """Give `name` its body; GrammarError once the grammar passes `max_bytes` (the build
+        stops there, not after writing the rest), BuildAbandoned once its client has left."""
+        checkpoint()
+        self.bytes += len(name) + len(body) + 6  # " ::= " and the newline
+        if self.bytes > self.max_bytes:
+            raise self.too_large()
         self._rules[name] = body
+
+    def check_room(self, pending: int) -> None:
+        """GrammarError if the rules so far and `pending` bytes still to be written (parts of an
+        expression under construction) pass `max_bytes`."""
+        if self.bytes + pending > self.max_bytes:
+            raise self.too_large()
+
+    def pieces(self, texts: Iterable[str]) -> list[str]:
+        """`texts` (parts of one expression, all to be written) as a list, taken one at a time:
+        the build stops (GrammarError) as soon as they pass `max_bytes` with the rules so far,
+        without writing the rest."""
+        found: list[str] = []
+        pending = 0
+        for text in texts:
+            pending += len(text)
+            self.check_room(pending)
+            found.append(text)
+        return found
+
+    def too_large(self) -> GrammarError:
+        return GrammarError(
+            f"The constraint is too large for structured output: its grammar grew past {self.max_bytes} bytes "
+            "while it was written."
+        )
+
+    def count(self, what: str, amount: int, path: str = "") -> None:
+        """Add `amount` to what this grammar's inputs hold of `what` (a key of INPUT_LIMITS);
+        GrammarError at `path` when that passes its limit."""
+        self.held[what] += amount
+        limit, described = INPUT_LIMITS[what]
+        if self.held[what] > limit:
+            raise GrammarError(
+                f"The constraint is too large for structured output: it holds {self.held[what]} {described} "
+                f"(at most {limit} in one request).",
+                path,
+            )
 
     def add(self, hint: str, body: str) -> str:
         name = self.reserve(hint)
@@ -200,7 +265,7 @@ class RuleSet:
         """
         if name not in self._rules:
             self._rules[name] = None
-            self._rules[name] = body()
+            self.define(name, body())
         return name
 
     def counted(self, expression: str, low: int, high: int | None) -> str:
@@ -266,6 +331,7 @@ class RuleSet:
         self._rules.setdefault(name, None)
 
     def render(self, root: str) -> str:
+        self.check_room(len(root) + 10)
         return f"root ::= {root}\n" + self.render_rules()
 
     def render_rules(self) -> str:
@@ -489,6 +555,7 @@ def read_grammar(text: str) -> dict[str, Node]:
 
 
 def _write(node: Node, rules: RuleSet) -> str:
+    checkpoint()
     kind = node[0]
     if kind == "literal":
         return literal(node[1])
@@ -498,6 +565,8 @@ def _write(node: Node, rules: RuleSet) -> str:
         return node[1]
     if kind == "repeat":
         return f"({repeat(_write(node[1], rules), node[2], node[3], rules)})"
+    if len(node[1]) > 1:
+        rules.count("alternatives", len(node[1]))
     alternatives = [" ".join(_write(item, rules) for item in option) or '""' for option in node[1]]
     return f"({' | '.join(alternatives)})"
 
@@ -505,13 +574,26 @@ def _write(node: Node, rules: RuleSet) -> str:
 def parse_grammar(text: str) -> str:
     """Check a user's EBNF grammar and write it back in a form known to compile.
 
-    Raises GrammarError as `read_grammar` does; large repetition counts are rewritten as
-    `RuleSet.counted` does (new rules, named apart from the user's).
+    Raises GrammarError as `read_grammar` does, and for a grammar over MAX_GRAMMAR_BYTES (checked
+    before it is read) or with more alternatives than INPUT_LIMITS allows; large repetition
+    counts are rewritten as `RuleSet.counted` does (new rules, named apart from the user's).
     """
-    parsed = read_grammar(text)
     rules = RuleSet()
+    size = len(text.encode())
+    if size > rules.max_bytes:
+        raise GrammarError(f"The grammar is too large for structured output: {size} bytes (at most {rules.max_bytes}).")
+    parsed = read_grammar(text)
     for name in parsed:
         rules.claim(name)
     for name, body in parsed.items():
         rules.define(name, _write(body, rules)[1:-1])  # a rule body needs no outer parentheses
     return rules.render_rules()
+
+
+def choice_grammar(options: Sequence[str]) -> str:
+    """A grammar whose output is exactly one of `options` (each counted as an alternative and
+    its characters as text, against INPUT_LIMITS)."""
+    rules = RuleSet()
+    rules.count("alternatives", len(options))
+    rules.count("text", sum(len(option) for option in options))
+    return rules.render("(" + " | ".join(literal(option) for option in options) + ")")

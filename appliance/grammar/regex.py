@@ -13,6 +13,7 @@ import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
+from appliance.grammar.bounds import checkpoint
 from appliance.grammar.ebnf import (
     ANY_CHAR,
     GrammarError,
@@ -63,6 +64,7 @@ class _Translator:
     def sequence(self, items: list, *, top: bool = False) -> str:
         parts: list[str] = []
         pending = ""
+        written = 0  # bytes of `parts`: the build stops once they pass the grammar's budget
         for position, (op, arg) in enumerate(items):
             if op is sre.LITERAL:
                 pending += self.char_text(arg)
@@ -78,6 +80,8 @@ class _Translator:
                     raise self.fail("an anchor or word boundary away from the start or end")
                 continue
             parts.append(self.item(op, arg))
+            written += len(parts[-1])
+            self.rules.check_room(written)
         if pending:
             parts.append(literal(pending))
         return " ".join(parts) if parts else '""'
@@ -104,6 +108,7 @@ class _Translator:
         return options[0] if len(options) == 1 else f"({' | '.join(options)})"
 
     def item(self, op, arg) -> str:
+        checkpoint()
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
@@ -120,6 +125,7 @@ class _Translator:
         if op is sre.IN:
             return self.ranges(self.class_ranges(arg))
         if op is sre.BRANCH:
+            self.rules.count("alternatives", len(arg[1]))
             return "(" + " | ".join(self.sequence(list(branch)) for branch in arg[1]) + ")"
         if op is sre.SUBPATTERN:
             _, add_flags, del_flags, pattern = arg
@@ -172,8 +178,10 @@ def regex_expression(pattern: str, rules: RuleSet, *, json_string: bool = False)
     matches in full.
 
     With `json_string`, the expression produces the JSON-escaped form of such strings (for the
-    inside of a JSON string literal). Raises GrammarError naming the problem.
+    inside of a JSON string literal). Its characters and `|` branches are counted into `rules`
+    (`RuleSet.count`) before each is written. Raises GrammarError naming the problem.
     """
+    rules.count("text", len(pattern))
     try:
         parsed = sre_parse.parse(pattern, 0)
     except re.error as exc:
@@ -187,6 +195,7 @@ def regex_expression(pattern: str, rules: RuleSet, *, json_string: bool = False)
     items = list(parsed)
     if len(items) == 1 and items[0][0] is sre.BRANCH:
         # Anchors are allowed at the edges of each top-level alternative: ^a|^b$.
+        rules.count("alternatives", len(items[0][1][1]))
         return "(" + " | ".join(translator.sequence(list(branch), top=True) for branch in items[0][1][1]) + ")"
     return translator.sequence(items, top=True)
 

@@ -140,10 +140,12 @@ class Limits(_Config):
     largest (1,003,520 pixels) with room to spare."""
     max_grammar_states: PositiveInt = 256
     """Largest compile cost of a request's output constraint (schema, regex, grammar, forced tool
-    call), in character classes the engine matches against the vocabulary: the engine compiles a
-    new grammar inside its step, so every stream of the model waits for it (2-6 ms per class for a
-    49k-token vocabulary on 2 cores, in proportion to the vocabulary's size; each distinct grammar
-    is compiled once)."""
+    call), in character classes the engine matches against the vocabulary, each 128 bytes of
+    literal text (enum values, consts, property names, pattern alternatives) and each 8,000 of
+    closure work (long runs of optional items, such as hundreds of optional properties) counting
+    as one: the engine compiles a new grammar inside its step, so every stream of the model waits
+    for it (2-6 ms per class and 6-23 us per literal byte for a 49k-token vocabulary on 2 cores, in
+    proportion to the vocabulary's size; each distinct grammar is compiled once)."""
     max_inputs_per_request: PositiveInt = 2048
     """Embedding and rerank graphs: texts one request may carry (`input` items of an embeddings
     request, `documents` of a rerank request; OpenAI's own limit is 2048)."""

@@ -6,7 +6,9 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `prompt_limits`: cheap bounds on messages and tools, before any rendering;
 - `chat_prompt` (with `images`): the messages and template options the chat template receives;
 - `tool_plan`: whether tools are in play, decided once (template, parser, forced call);
-- `constraints` (with `tool_parsers` for a forced call): the output grammar, off the event loop;
+- `constraints` (with `tool_parsers` for a forced call): the output grammar, built on the grammar
+  pool (`grammar_builds`: threads of its own, once per constraint in flight, abandoned when the
+  client leaves);
 - `sampling` (with `speculative`): the engine's SamplingParams;
 - `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks.
 

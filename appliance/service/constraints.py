@@ -1,19 +1,20 @@
 """What a request constrains its output to, as a grammar: `response_format`, `structured_outputs`
 (regex, grammar, choice, json) or a forced tool call (`tool_choice` required or named).
 
-At most one source per request; a schema, regex or grammar that cannot be honoured, or that would
-cost the engine more than the graph's budget to compile (`limits.max_grammar_states`), is a 400
-naming the field (the path inside it too).
+At most one source per request; a schema, regex or grammar that cannot be honoured, that holds
+more than structured output takes (`grammar.bounds.INPUT_LIMITS`, counted before it is converted),
+or that would cost the engine more than the graph's budget to compile
+(`limits.max_grammar_states`), is a 400 naming the field (the path inside it too).
 
-Grammars are built off the event loop and remembered (clients send the same tools and schemas
-again and again); the engine keeps its own compiled copy of each, so a repeated grammar costs
-nothing the second time.
+Grammars are built on a pool of threads of their own (`grammar_builds`: never the event loop's
+default executor), once per distinct constraint in flight, abandoned when every client waiting
+for one has left, and remembered (clients send the same tools and schemas again and again); the
+engine keeps its own compiled copy of each, so a repeated grammar costs nothing the second time.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
+import hashlib
 
 import msgspec
 
@@ -28,7 +29,7 @@ from appliance.grammar import (
     schema_expression,
 )
 from appliance.grammar.cost import GrammarBudget, check_grammar
-from appliance.grammar.ebnf import RuleSet, literal
+from appliance.grammar.ebnf import RuleSet, choice_grammar
 from appliance.graphfiles import Graph
 from appliance.protocol.openai import (
     ChatCompletionRequest,
@@ -37,14 +38,14 @@ from appliance.protocol.openai import (
     ResponseFormatJSONSchema,
     StructuredOutputs,
 )
+from appliance.service.grammar_builds import GrammarBuilds
 from appliance.service.tool_parsers import call_expression
 from appliance.service.tool_plan import NO_TOOLS, ToolPlan
 
-__all__ = ["constrained_output", "output_grammar"]
+__all__ = ["builds", "constrained_output", "output_grammar"]
 
-_REMEMBERED = 256
-"""Grammars (or their errors) kept, by the request fields they come from."""
-_remembered: OrderedDict[bytes, str | None | InvalidRequest] = OrderedDict()
+builds = GrammarBuilds()
+"""The server's grammar builds: two threads, eight builds pending at most, 256 results kept."""
 
 
 def _invalid(exc: GrammarError, param: str) -> InvalidRequest:
@@ -67,7 +68,7 @@ def _structured(outputs: StructuredOutputs, graph: Graph) -> str:
         elif name == "grammar":
             grammar = parse_grammar(outputs.grammar)
         else:
-            grammar = RuleSet().render("(" + " | ".join(literal(option) for option in outputs.choice) + ")")
+            grammar = choice_grammar(outputs.choice)
     except GrammarError as exc:
         raise _invalid(exc, param) from None
     return _budgeted(grammar, param, graph, {param: outputs.json} if name == "json" else None)
@@ -95,12 +96,13 @@ def _budgeted(grammar: str, param: str, graph: Graph, schemas: dict[str, object]
 async def constrained_output(
     request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
 ) -> str | None:
-    """`output_grammar`, built on a worker thread (a large schema takes a while) and remembered."""
+    """`output_grammar`, built on the grammar pool (`builds`) and remembered. A client that
+    leaves while it waits (its task cancelled) stops the build unless others wait for it too."""
     chat = isinstance(request, ChatCompletionRequest)
     fields = [request.response_format, request.tools, request.tool_choice, request.parallel_tool_calls] if chat else []
     if not any(fields) and request.structured_outputs is None:
         return None
-    key = msgspec.json.encode(
+    fingerprint = msgspec.json.encode(
         [
             graph.name,
             tools.parser,
@@ -110,24 +112,17 @@ async def constrained_output(
             *fields,
         ]
     )
-    if key not in _remembered:
-        try:
-            _remembered[key] = await asyncio.to_thread(output_grammar, request, graph, tools)
-        except InvalidRequest as exc:
-            _remembered[key] = exc
-        while len(_remembered) > _REMEMBERED:
-            _remembered.popitem(last=False)
-    _remembered.move_to_end(key)
-    found = _remembered[key]
-    if isinstance(found, InvalidRequest):
-        raise found
-    return found
+    # A digest, not the fields themselves: 256 remembered keys of a 30 MB body each would be 8 GB.
+    key = hashlib.blake2b(fingerprint, digest_size=16).digest()
+    return await builds.build(key, lambda: output_grammar(request, graph, tools))
 
 
 def output_grammar(
     request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
 ) -> str | None:
-    """The grammar the output must follow, or None. Runs in time linear in the constraint's size.
+    """The grammar the output must follow, or None. Runs in time linear in the constraint's size,
+    which is bounded before each part is converted (`RuleSet.count`); stops with BuildAbandoned
+    at a checkpoint once its client has left (see `grammar_builds`).
 
     `tools`: the request's tool plan. A forced call (tool_choice "required" or named) is this
     turn's whole output: a response format then governs the text answer of a later turn, as at
@@ -146,10 +141,10 @@ def output_grammar(
         if calls is not None:
             expression = calls if text is None else f"({calls}) | ({text})"
             param = "tool_choice" if tools.forced else "response_format"
-            found.append((param, _budgeted(rules.render(expression), "tools", graph, schemas)))
+            found.append((param, _budgeted(_rendered(rules, expression, "tools"), "tools", graph, schemas)))
         elif text is not None:
             param = next(iter(schemas), "response_format")
-            found.append(("response_format", _budgeted(rules.render(text), param, graph, schemas)))
+            found.append(("response_format", _budgeted(_rendered(rules, text, param), param, graph, schemas)))
     if request.structured_outputs is not None:
         found.append(("structured_outputs", _structured(request.structured_outputs, graph)))
     if len(found) > 1:
@@ -166,8 +161,8 @@ def _calls(tools: ToolPlan, rules: RuleSet, schemas: dict[str, object]) -> str:
     name = tools.forced_name
     try:
         expression = call_expression(tools.parser, list(tools.tools), name, tools.max_calls, rules)
-    except GrammarError as exc:
-        raise _invalid(exc, "") from None
+    except GrammarError as exc:  # a schema's own path, or the calls as a whole (too large)
+        raise _invalid(exc, "" if exc.path else "tools") from None
     for index, tool in enumerate(tools.tools):
         if name in (None, tool.function.name) and tool.function.parameters is not None:
             schemas[f"tools[{index}].function.parameters"] = tool.function.parameters
@@ -183,10 +178,17 @@ def _response_format(request: ChatCompletionRequest, rules: RuleSet, schemas: di
         schema, param = response_format.value, "response_format.value"
     else:
         return None
-    if schema is None:
-        return json_object_expression(rules)
-    schemas[param] = schema
+    if schema is not None:
+        schemas[param] = schema
     try:
-        return schema_expression(schema, rules)
+        return json_object_expression(rules) if schema is None else schema_expression(schema, rules)
+    except GrammarError as exc:
+        raise _invalid(exc, param) from None
+
+
+def _rendered(rules: RuleSet, expression: str, param: str) -> str:
+    """The whole grammar of `expression`; a 400 naming `param` if it passes the byte budget."""
+    try:
+        return rules.render(expression)
     except GrammarError as exc:
         raise _invalid(exc, param) from None
