@@ -20,24 +20,24 @@ from appliance.protocol.retrieval import (
     ScoreResponse,
 )
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import retrieval as service
+from appliance.service import relevance, retrieval
 
 __all__ = ["routes"]
 
 
 @post(["/v1/embeddings", "/v3/embeddings", "/embeddings"], status_code=200)
 async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbeddingResponse:
-    return await _answer(request, models, EmbeddingRequest, service.embed)
+    return await _answer(request, models, EmbeddingRequest, retrieval.embed)
 
 
 @post(["/v1/rerank", "/v3/rerank", "/rerank", "/v2/rerank"], status_code=200)
 async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
-    return await _answer(request, models, RerankRequest, service.rerank)
+    return await _answer(request, models, RerankRequest, relevance.rerank)
 
 
 @post(["/v1/score", "/v3/score", "/score"], status_code=200)
 async def score(request: Request, models: ModelRegistry) -> ScoreResponse:
-    return await _answer(request, models, ScoreRequest, service.score)
+    return await _answer(request, models, ScoreRequest, relevance.score)
 
 
 async def _answer(request: Request, models: ModelRegistry, body_type: type, serve: Callable) -> Any:
