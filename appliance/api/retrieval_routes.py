@@ -21,7 +21,7 @@ from appliance.protocol.retrieval import (
     ScoreResponse,
 )
 from appliance.runtime.registry import ModelRegistry
-from appliance.service import retrieval as service
+from appliance.service import relevance, retrieval
 
 __all__ = ["routes"]
 
@@ -32,7 +32,7 @@ __all__ = ["routes"]
     opt={OPERATION: Operation(summary="Embeddings of texts (OpenAI)", body=EmbeddingRequest)},
 )
 async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbeddingResponse:
-    return await _answer(request, models, EmbeddingRequest, service.embed)
+    return await _answer(request, models, EmbeddingRequest, retrieval.embed)
 
 
 @post(
@@ -41,7 +41,7 @@ async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbedding
     opt={OPERATION: Operation(summary="Documents ranked by relevance to a query (Cohere, Jina)", body=RerankRequest)},
 )
 async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
-    return await _answer(request, models, RerankRequest, service.rerank)
+    return await _answer(request, models, RerankRequest, relevance.rerank)
 
 
 @post(
@@ -50,7 +50,7 @@ async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
     opt={OPERATION: Operation(summary="Relevance scores of text pairs (vLLM)", body=ScoreRequest)},
 )
 async def score(request: Request, models: ModelRegistry) -> ScoreResponse:
-    return await _answer(request, models, ScoreRequest, service.score)
+    return await _answer(request, models, ScoreRequest, relevance.score)
 
 
 async def _answer(request: Request, models: ModelRegistry, body_type: type, serve: Callable) -> Any:

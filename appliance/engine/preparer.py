@@ -67,7 +67,7 @@ class RequestPreparer:
         self.max_prompt_tokens = graph.max_prompt_len
         """The stateful pipeline's prompt limit (MAX_PROMPT_LEN); None: only the context counts."""
         self.eos_token_id = tokenizer.get_eos_token_id()
-        self.token_texts = TokenTexts(tokenizer)
+        self.token_texts = TokenTexts(tokenizer, graph.model_dir)
         self.vision = VisionRequests(graph, tokenizer) if graph.accepts_images else None
         self.control_tokens = ControlTokens.of(tokenizer) if graph.control_tokens_in_messages == "text" else None
         """Control tokens clients write in chat messages are read as text (None: the graph opts out)."""

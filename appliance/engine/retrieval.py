@@ -9,16 +9,20 @@ every call takes all that waits. Bounding a call's tokens bounds how long a requ
 behind a large one waits, and how long the engine is silent (the watchdog judges hangs by that).
 
 A `Rerank` scores its documents against its query in calls of at most `max_batch_tokens` too
-(`TextRerankPipeline.rerank` takes one query per call, so rerank requests are not merged).
+(`TextRerankPipeline.rerank` takes one query per call, so rerank requests are not merged). Its
+tokens are counted as the pipeline reads them: each document with the query, as one pair.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import queue
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import openvino_genai
@@ -60,11 +64,8 @@ class _Texts:
     field: str
     """The request field they came from (`input`, `documents`), for errors."""
     texts: list[str]
-    query: str = ""
-
-    def all_texts(self) -> list[str]:
-        """What the tokenizer counts: the query first (rerank), then the texts."""
-        return [self.query, *self.texts] if self.query else self.texts
+    query: str | None = None
+    """The query each text is read with (rerank); None: each text is embedded alone."""
 
 
 @dataclass
@@ -74,7 +75,7 @@ class _Work:
     request_id: int
     texts: list[str]
     tokens: list[int]
-    query: str = ""
+    query: str | None = None
     done: int = 0
     results: list = field(default_factory=list)
     cancelled: bool = False
@@ -89,7 +90,7 @@ class RetrievalEngine:
         self.graph, self.config = graph, config
         self.embeds = graph.task == "embed"
         model = str(graph.model_dir)
-        self.tokenizer = openvino_genai.Tokenizer(model)
+        self.tokenizer = openvino_genai.Tokenizer(model) if self.embeds else _rerank_tokenizer(graph.model_dir)
         self.vocab_size = len(self.tokenizer.get_vocab_vector())
         # Instructions are put before the texts here, not by the pipeline: queries and documents
         # of different requests then share one embed_documents call.
@@ -151,17 +152,22 @@ class RetrievalEngine:
             work.cancelled = True
 
     def _admit(self, commands: list[Embed | Rerank], events: list[EngineEvent]) -> None:
-        """Prepare the requests that arrived in this turn, their texts counted in one tokenizer
-        call: a call per request cost 0.49 ms per text (64-token texts, MiniLM's tokenizer, 2
-        cores) against 0.05 ms in calls of 32, on the thread that feeds the pipeline."""
+        """Prepare the requests that arrived in this turn, the texts to embed counted together in
+        tokenizer calls of 32: a call per request cost 0.49 ms per text (64-token texts, MiniLM's
+        tokenizer, 2 cores) against 0.05 ms in calls of 32, on the thread that feeds the pipeline.
+        A rerank request's documents are counted with its query (its pairs), 32 to a call too."""
         prepared = [self._texts(command) for command in commands]
-        texts = [text for item in prepared if not isinstance(item, Rejected) for text in item.all_texts()]
-        counts = iter(self._count(texts))
+        alone = [text for item in prepared if isinstance(item, _Texts) and item.query is None for text in item.texts]
+        counts = iter(self._count(alone))
         for item in prepared:
             if isinstance(item, Rejected):
                 events.append(item)
                 continue
-            work = self._bounded(item, [next(counts) for _ in item.all_texts()])
+            if item.query is None:
+                tokens = [next(counts) for _ in item.texts]
+            else:
+                tokens = self._count(item.texts, item.query)
+            work = self._bounded(item, tokens)
             if isinstance(work, Rejected):
                 events.append(work)
             else:
@@ -190,21 +196,20 @@ class RetrievalEngine:
         prefix = config.query_instruction if command.query else config.document_instruction
         return _Texts(request_id, "input", [prefix + text for text in texts])
 
-    def _bounded(self, item: _Texts, counts: list[int]) -> _Work | Rejected:
-        """The request's work, given its texts' token counts (the query's first, for rerank), or
-        a 400 when a text or the whole is beyond the limits."""
+    def _bounded(self, item: _Texts, tokens: list[int]) -> _Work | Rejected:
+        """The request's work, given its texts' token counts (each with the query, for rerank), or
+        a 400 when a text or the whole is beyond the limits. A text is named by its place in the
+        command (`input[2]`): the server names it as its request did."""
         config, limits = self.config, self.graph.limits
         request_id, field_name = item.request_id, item.field
-        extra = counts[0] if item.query else 0
-        tokens = [extra + count for count in counts[1 if item.query else 0 :]]
         if not limits.truncate_inputs:
             for index, count in enumerate(tokens):
                 if count > config.max_length:
-                    what = f"{field_name}[{index}]" if len(tokens) > 1 or field_name == "documents" else field_name
+                    what = f"{field_name}[{index}]"
                     message = (
                         f"This model's maximum context length is {config.max_length} tokens, however {what} has "
-                        f"{count} tokens{' with the query' if extra else ''}. Shorten it, or ask the operator "
-                        "for `limits.truncate_inputs`."
+                        f"{count} tokens{'' if item.query is None else ' with the query'}. Shorten it, or ask "
+                        "the operator for `limits.truncate_inputs`."
                     )
                     return _rejected(request_id, message, "context_length_exceeded", what)
         tokens = [min(count, config.max_length) for count in tokens]
@@ -216,10 +221,19 @@ class RetrievalEngine:
             return _rejected(request_id, message, "context_length_exceeded", field_name)
         return _Work(request_id=request_id, texts=item.texts, tokens=tokens, query=item.query)
 
-    def _count(self, texts: list[str]) -> list[int]:
+    def _count(self, texts: list[str], query: str | None = None) -> list[int]:
+        """The tokens of each text as the pipeline reads it: alone (embedding), or with `query` as
+        `TextRerankPipeline` tokenizes them, a pair where the tokenizer takes one
+        (`[CLS] query [SEP] text [SEP]`), else the two joined."""
         counts: list[int] = []
         for start in range(0, len(texts), _COUNT_CHUNK):
-            encoded = self.tokenizer.encode(texts[start : start + _COUNT_CHUNK], add_special_tokens=True)
+            chunk = texts[start : start + _COUNT_CHUNK]
+            if query is None:
+                encoded = self.tokenizer.encode(chunk, add_special_tokens=True)
+            elif self.tokenizer.supports_paired_input():
+                encoded = self.tokenizer.encode([query], chunk, add_special_tokens=True)
+            else:
+                encoded = self.tokenizer.encode([query + text for text in chunk], add_special_tokens=True)
             counts.extend(int(n) for n in encoded.attention_mask.data.sum(axis=1))
         return counts
 
@@ -282,6 +296,17 @@ class RetrievalEngine:
         return Embedded(
             request_id=work.request_id, vectors=vectors.tobytes(), size=vectors.shape[1], prompt_tokens=prompt_tokens
         )
+
+
+def _rerank_tokenizer(model: Path) -> Any:
+    """The tokenizer `TextRerankPipeline` builds for `model`: with a second input (query and text
+    read as a pair), except for Qwen3 rerankers, which read the two joined (openvino.genai's
+    src/cpp/src/rag/text_rerank_pipeline.cpp: "qwen3 tokenizer doesn't support add_second_input")."""
+    try:
+        model_type = json.loads((model / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        model_type = None
+    return openvino_genai.Tokenizer(str(model), add_second_input=model_type != "qwen3")
 
 
 def _rejected(request_id: int, message: str, code: str, param: str | None) -> Rejected:

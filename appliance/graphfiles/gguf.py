@@ -33,7 +33,7 @@ import os
 import re
 import struct
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -127,7 +127,7 @@ class GGUFTensor:
 
 @dataclass(frozen=True)
 class GGUFHeader:
-    """A GGUF file's header: version, metadata (arrays summarized) and tensor table."""
+    """A GGUF file's header: version, metadata (arrays summarized, but those read whole) and tensor table."""
 
     path: Path
     version: int
@@ -159,9 +159,10 @@ def type_name(ggml_type: int) -> str:
     return known[0] if known else f"type {ggml_type}"
 
 
-def read_header(path: Path) -> GGUFHeader:
+def read_header(path: Path, *, whole: Collection[str] = ()) -> GGUFHeader:
     """The header of the GGUF file at `path`; GGUFError when it is not one, is truncated, or uses a
-    format version other than 2 and 3."""
+    format version other than 2 and 3. Metadata arrays of strings named in `whole` are read as
+    tuples (`tokenizer.ggml.tokens`: the vocabulary's pieces); other arrays are summarized."""
     try:
         with path.open("rb") as file:
             size = os.fstat(file.fileno()).st_size
@@ -171,7 +172,7 @@ def read_header(path: Path) -> GGUFHeader:
                     raise _not_gguf(path, start)
                 raise GGUFError(f"{path}: truncated GGUF file ({size} bytes, not even the header)")
             with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return _Parser(path, data, size).header()
+                return _Parser(path, data, size, frozenset(whole)).header()
     except OSError as exc:
         raise GGUFError(f"{path}: cannot read the GGUF file: {exc.strerror}") from exc
 
@@ -241,8 +242,9 @@ class _Parser:
     """Reads the header from a buffer, every read bounds-checked (a truncated or corrupt file gives
     a GGUFError, never an IndexError or a loop over a bogus count)."""
 
-    def __init__(self, path: Path, data: mmap.mmap, size: int) -> None:
+    def __init__(self, path: Path, data: mmap.mmap, size: int, whole: frozenset[str] = frozenset()) -> None:
         self.path, self.data, self.size = path, data, size
+        self.whole = whole
         self.pos = 0
 
     def header(self) -> GGUFHeader:
@@ -293,6 +295,8 @@ class _Parser:
             return self.string()
         if value_type == _ARRAY:
             element_type, count = self.u32(), self.u64()
+            if element_type == _STRING and key in self.whole:
+                return tuple(self.string() for _ in range(count))
             if element_type == _STRING:
                 for _ in range(count):
                     self.take(self.u64())

@@ -429,12 +429,14 @@ class ChatCompletionChunk(_Response, omit_defaults=True):
 
 
 class CompletionLogprobs(_Response):
-    """The legacy completions shape; `top_logprobs` stays null (no alternatives are computed)."""
+    """The legacy completions shape. `top_logprobs[i]` holds `logprobs` alternatives and always the
+    chosen token (OpenAI: "up to logprobs+1 elements"); with `logprobs: 0`, the only value served,
+    just the chosen token, `{token: logprob}`, as vLLM gives it."""
 
     tokens: list[str]
     token_logprobs: list[float]
     text_offset: list[int]
-    top_logprobs: None = None
+    top_logprobs: list[dict[str, float]]
 
 
 class CompletionChoice(_Response):

@@ -3,7 +3,7 @@ Jina defined and vLLM, llama.cpp and OpenVINO Model Server serve) and score (`PO
 vLLM's): request and response structs.
 
 `input` is declared loosely (a string or a list) because msgspec cannot tell apart a union of list
-types; `service.embeddings` checks its items and names the one at fault (`input[3]`).
+types; `service.retrieval` checks its items and names the one at fault (`input[3]`).
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ class RerankResult(Struct, kw_only=True, omit_defaults=True):
 
 
 class RerankUsage(Struct, kw_only=True):
+    """The tokens the model read (vLLM's and llama.cpp's shape; Cohere and Jina send `total_tokens`)."""
+
+    prompt_tokens: int
     total_tokens: int
 
 

@@ -13,7 +13,8 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks.
 
 `completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer
-routes. `field_policy`: the OpenAI fields accepted without effect, and those refused with a reason.
+routes, `retrieval` embeddings (and the bounds every retrieval request shares), `relevance` rerank
+and score (one rule for both routes, on cross-encoders and bi-encoders). `field_policy`: the OpenAI fields accepted without effect, and those refused with a reason.
 The other APIs (Responses, LMI, Elasticsearch, Anthropic Messages) are dialects on this core, in
 `appliance.dialects`.
 """

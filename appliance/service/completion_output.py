@@ -26,19 +26,25 @@ class _Logprobs:
     """The legacy `logprobs` object of one choice, built up as tokens arrive."""
 
     def __init__(self) -> None:
-        self.value = CompletionLogprobs(tokens=[], token_logprobs=[], text_offset=[])
+        self.value = _empty_logprobs()
         self._offset = 0
 
     def add(self, entries: list[TokenLogprob]) -> CompletionLogprobs:
         """Adds `entries`; returns an object with just them (for a stream chunk)."""
-        part = CompletionLogprobs(tokens=[], token_logprobs=[], text_offset=[])
+        part = _empty_logprobs()
         for entry in entries:
             for target in (self.value, part):
                 target.tokens.append(entry.token)
                 target.token_logprobs.append(entry.logprob)
                 target.text_offset.append(self._offset)
+                # `logprobs: 0` asks for no alternatives: the chosen token is each step's only entry.
+                target.top_logprobs.append({entry.token: entry.logprob})
             self._offset += len(bytes(entry.bytes).decode("utf-8", "replace"))
         return part
+
+
+def _empty_logprobs() -> CompletionLogprobs:
+    return CompletionLogprobs(tokens=[], token_logprobs=[], text_offset=[], top_logprobs=[])
 
 
 def _wants_logprobs(request: CompletionRequest) -> bool:

@@ -1,6 +1,7 @@
 """Embeddings and rerank beside chat (issue 33): the real all-MiniLM-L6-v2 served through the
 official SDK gives sentence-transformers' vectors, batching changes nothing, rerank ranks, and bad
-inputs are 400s naming their field."""
+inputs are 400s naming their field. The requests of llama.cpp's and vLLM's own server tests
+(issue 45): rerank `usage`, rerank on an embedding model, an empty input."""
 
 from __future__ import annotations
 
@@ -133,7 +134,8 @@ def test_rerank(server: RunningServer) -> None:
         assert scores == sorted(scores, reverse=True)
         texts = [doc if isinstance(doc, str) else doc["text"] for doc in documents]
         assert all(result["document"]["text"] == texts[result["index"]] for result in results)
-        assert answer["usage"]["total_tokens"] > 0 and answer["model"] == "demo-rerank"
+        assert answer["usage"]["prompt_tokens"] == answer["usage"]["total_tokens"] > 0
+        assert answer["model"] == "demo-rerank"
     top = httpx.post(
         f"{server.url}/v1/rerank",
         json={"model": "demo-rerank", "query": "cat", "documents": documents, "top_n": 2, "return_documents": False},
@@ -141,6 +143,74 @@ def test_rerank(server: RunningServer) -> None:
     ).json()["results"]
     assert [result["index"] for result in top] == [result["index"] for result in results[:2]]
     assert all("document" not in result for result in top)
+
+
+@pytest.mark.parametrize(
+    ("query", "doc1", "doc2"),
+    [
+        ("Machine learning is", "A machine", "Learning is"),
+        ("Which city?", "Machine learning is ", "Paris, capitale de la"),
+    ],
+)
+def test_rerank_usage(server: RunningServer, retrieval_root: Path, query: str, doc1: str, doc2: str) -> None:
+    """llama.cpp's test_rerank_usage: `prompt_tokens` equals `total_tokens`, and is the tokens the
+    cross-encoder reads, each document paired with the query (`[CLS] query [SEP] doc [SEP]`),
+    counted here with the model's Hugging Face tokenizer (as vLLM counts)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(retrieval_root / "models" / "demo-rerank" / "tokenizer.json"))
+    expected = sum(len(tokenizer.encode(query, doc).ids) for doc in (doc1, doc2))
+    body = {"model": "demo-rerank", "query": query, "documents": [doc1, doc2]}  # llama.cpp serves one model
+    response = httpx.post(f"{server.url}/rerank", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    usage = response.json()["usage"]
+    assert usage["prompt_tokens"] == usage["total_tokens"] == expected
+
+
+def test_rerank_on_an_embedding_model_is_the_cosine_of_its_vectors(server: RunningServer) -> None:
+    """A bi-encoder reranks as vLLM serves it: the cosine of the query's vector (embedded as a
+    query) and each document's; /v1/score on the same model gives the same numbers."""
+    documents = SENTENCES[1:]
+    client = server.client()
+    query = _vectors(
+        client.embeddings.create(model="demo-embed", input=SENTENCES[0], extra_body={"input_type": "query"})
+    )
+    vectors = _vectors(client.embeddings.create(model="demo-embed", input=documents))
+    cosines = _cosines(np.repeat(query, len(documents), axis=0), vectors)
+    for path in ("/v1/rerank", "/rerank"):
+        answer = httpx.post(
+            f"{server.url}{path}",
+            json={"model": "demo-embed", "query": SENTENCES[0], "documents": documents},
+            timeout=30,
+        ).json()
+        results = answer["results"]
+        assert [result["index"] for result in results] == list(np.argsort(-cosines))
+        assert [result["relevance_score"] for result in results] == pytest.approx(
+            sorted(cosines, reverse=True), abs=1e-4
+        )
+        assert results[0]["document"]["text"] == "a kitten on a rug"
+        tokens = client.embeddings.create(model="demo-embed", input=SENTENCES).usage.prompt_tokens
+        assert answer["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+    scored = httpx.post(
+        f"{server.url}/v1/score", json={"model": "demo-embed", "text_1": SENTENCES[0], "text_2": documents}, timeout=30
+    ).json()
+    assert [item["score"] for item in scored["data"]] == pytest.approx(list(cosines), abs=1e-4)
+
+
+def test_an_empty_input_is_embedded(server: RunningServer, reference) -> None:
+    """llama.cpp's test_embedding_mixed_input sends `""` ("do not crash on empty input"): it is
+    embedded as the model reads it, its special tokens only, as sentence-transformers embeds it
+    (OpenAI refuses it; see docs/retrieval.md for why this server does not)."""
+    response = httpx.post(f"{server.url}/v1/embeddings", json={"model": "demo-embed", "input": ""}, timeout=30)
+    assert response.status_code == 200, response.text
+    (item,) = response.json()["data"]
+    assert len(item["embedding"]) > 1
+    expected = reference.encode([""], normalize_embeddings=True)
+    assert _cosines(np.array([item["embedding"]]), expected)[0] > 0.999
+    assert response.json()["usage"]["prompt_tokens"] == len(reference.tokenizer("")["input_ids"]) == 2
+    mixed = server.client().embeddings.create(model="demo-embed", input=["string1", "", "string2"])
+    assert [item.index for item in mixed.data] == [0, 1, 2]
+    assert _cosines(_vectors(mixed)[1:2], expected)[0] > 0.999
 
 
 def test_score_with_a_cross_encoder_is_the_rerank_score(server: RunningServer) -> None:
@@ -190,12 +260,12 @@ def test_score_with_an_embedding_model_is_the_cosine_of_its_vectors(server: Runn
         ("/v1/embeddings", {"model": "demo-embed", "input": []}, "input"),
         ("/v1/embeddings", {"model": "demo-embed", "input": ["x"] * (MAX_INPUTS + 1)}, "input"),
         ("/v1/embeddings", {"model": "demo-embed", "input": ["fine", "word " * 300]}, "input[1]"),
+        ("/v1/embeddings", {"model": "demo-embed", "input": "word " * 300}, "input"),
         ("/v1/embeddings", {"model": "demo-embed", "input": ["many words here " * 70] * MAX_INPUTS}, "input"),
         ("/v1/embeddings", {"model": "demo-embed", "input": ["a", 1]}, "input[1]"),
         ("/v1/embeddings", {"model": "demo-embed", "input": [[1, 2], []]}, "input[1]"),
         ("/v1/embeddings", {"model": "demo-embed", "input": [[1, -2]]}, "input[0]"),
         ("/v1/embeddings", {"model": "demo-embed", "input": [[10**9]]}, "input[0]"),
-        ("/v1/embeddings", {"model": "demo-embed", "input": ["a", ""]}, "input[1]"),
         ("/v1/embeddings", {"model": "demo-embed", "input": {"text": "a"}}, "input"),
         ("/v1/embeddings", {"model": "demo-embed", "input": "a", "dimensions": 128}, "dimensions"),
         ("/v1/embeddings", {"model": "demo-embed", "input": "a", "encoding_format": "int8"}, "encoding_format"),
@@ -208,6 +278,8 @@ def test_score_with_an_embedding_model_is_the_cosine_of_its_vectors(server: Runn
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": []}, "documents"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["x"] * (MAX_INPUTS + 1)}, "documents"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["ok", "word " * 600]}, "documents[1]"),
+        ("/v1/rerank", {"model": "demo-embed", "query": "a", "documents": ["ok", "word " * 300]}, "documents[1]"),
+        ("/v1/rerank", {"model": "demo-embed", "query": "word " * 300, "documents": ["ok"]}, "query"),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": [3]}, "documents[0]"),
         (
             "/v1/rerank",
@@ -215,11 +287,11 @@ def test_score_with_an_embedding_model_is_the_cosine_of_its_vectors(server: Runn
             "documents[1].title",
         ),
         ("/v1/rerank", {"model": "demo-rerank", "query": "a", "documents": ["x"], "top_n": 0}, "top_n"),
-        ("/v1/rerank", {"model": "demo-embed", "query": "a", "documents": ["x"]}, "model"),
         ("/v1/score", {"model": "demo-rerank", "text_1": ["a", "b"], "text_2": ["x", "y", "z"]}, "text_2"),
         ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": []}, "text_2"),
         ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": ["x"] * (MAX_INPUTS + 1)}, "text_2"),
-        ("/v1/score", {"model": "demo-embed", "text_1": "", "text_2": "x"}, "text_1[0]"),
+        ("/v1/score", {"model": "demo-rerank", "text_1": ["a", "b"], "text_2": ["x", "word " * 600]}, "text_2[1]"),
+        ("/v1/score", {"model": "demo-embed", "text_1": ["a", "b"], "text_2": ["x", "word " * 300]}, "text_2[1]"),
         ("/v1/score", {"model": "demo-rerank", "text_1": "a", "text_2": 3}, "text_2"),
         ("/v1/score", {"model": "demo-chat", "text_1": "a", "text_2": "b"}, "model"),
     ],
@@ -230,6 +302,8 @@ def test_bad_inputs_are_400s(server: RunningServer, path: str, body: dict, param
     error = response.json()["error"]
     assert error["param"] == param, error
     assert set(error) == {"message", "type", "param", "code"}
+    if error["code"] == "context_length_exceeded" and "[" in param:
+        assert f"however {param} has" in error["message"]  # the text named as the request named it
 
 
 def test_elasticsearch_openai_service_request(server: RunningServer) -> None:

@@ -198,6 +198,42 @@ def test_completions_n_logprobs_and_extensions(openai_client: openai.OpenAI) -> 
     assert info.value.param == "logprobs"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_zero_logprobs(openai_client: openai.OpenAI, stream: bool) -> None:
+    """vLLM's test_zero_logprobs: `logprobs: 0` gives the chosen tokens' logprobs, and
+    `top_logprobs` one entry a step, the chosen token (OpenAI: "up to logprobs+1 elements")."""
+    fields = {"model": MODEL, "prompt": [0, 0, 0, 0, 0], "max_tokens": 5, "temperature": 0.0, "logprobs": 0}
+    if stream:
+        chunks = [chunk.choices[0].logprobs for chunk in openai_client.completions.create(stream=True, **fields)]
+        tokens = [token for part in chunks if part for token in part.tokens]
+        values = [value for part in chunks if part for value in part.token_logprobs]
+        top = [entry for part in chunks if part for entry in part.top_logprobs]
+    else:
+        logprobs = openai_client.completions.create(**fields).choices[0].logprobs
+        assert logprobs is not None and logprobs.token_logprobs is not None and logprobs.top_logprobs is not None
+        assert len(logprobs.top_logprobs[0]) == 1
+        tokens, values, top = logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs
+    assert len(tokens) == 5 and top == [{token: value} for token, value in zip(tokens, values, strict=True)]
+
+
+def test_tokenize_with_return_token_strs(server, demo_root) -> None:
+    """vLLM's test_tokenize_with_return_token_strs: the ids and pieces of the model's Hugging Face
+    tokenizer (its `tokenizer.json`, as vLLM's test reads them with `convert_ids_to_tokens`)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(demo_root / "models" / MODEL / "tokenizer.json"))
+    prompt = "This is a token_strs test prompt! vllm1"
+    response = httpx.post(
+        f"{server.url}/tokenize", json={"prompt": prompt, "model": MODEL, "return_token_strs": True}, timeout=30
+    )
+    response.raise_for_status()
+    expected = tokenizer.encode(prompt, add_special_tokens=True)
+    result = response.json()
+    assert result["tokens"] == expected.ids
+    assert result["count"] == len(expected.ids)
+    assert result["token_strs"] == expected.tokens
+
+
 def test_tokenize_counts_what_chat_completion_counts(server, openai_client: openai.OpenAI) -> None:
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
     usage = create(openai_client, messages=messages, max_tokens=1).usage

@@ -131,6 +131,18 @@ def test_usage_is_the_tokenizers_count(client: openai.OpenAI, gguf_tokenizer) ->
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
 
 
+def test_tokenize_gives_the_byte_level_pieces_of_its_vocabulary(smol_server: RunningServer, gguf_tokenizer) -> None:
+    """vLLM's test_tokenize_with_return_token_strs on SmolLM2, whose vocabulary is byte-level BPE:
+    the pieces are its Hugging Face tokenizer's (`Ġis`, read from the GGUF file's
+    `tokenizer.ggml.tokens`), not SentencePiece's `▁is`."""
+    prompt = "This is a token_strs test prompt! vllm1"
+    body = {"prompt": prompt, "model": MODEL, "return_token_strs": True}
+    result = httpx.post(f"{smol_server.url}/tokenize", json=body, timeout=30).json()
+    assert result["tokens"] == list(gguf_tokenizer.encode(prompt).input_ids.data[0])
+    pieces = ["This", "Ġis", "Ġa", "Ġtoken", "_", "str", "s", "Ġtest", "Ġprompt", "!", "Ġv", "ll", "m", "1"]
+    assert result["token_strs"] == pieces and result["count"] == len(pieces)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_stop_strings_cut_real_text_exactly(client: openai.OpenAI, stream: bool) -> None:
     def ask(**kwargs) -> tuple[str, str]:
