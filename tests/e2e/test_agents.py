@@ -270,7 +270,15 @@ def test_item1_a_forced_call_with_a_response_format(client: openai.OpenAI) -> No
 
 
 def test_item2_auto_with_a_response_format_takes_either_branch(client: openai.OpenAI) -> None:
-    extract = [{"role": "user", "content": "Paris is at 21 degrees C. Extract the city and temperature."}]
+    # The system message, as agents write one: without it SmolLM2 on a CPU without AVX-512 (f32
+    # inference, where AVX-512 machines compute in bf16) calls get_weather here instead.
+    extract = [
+        {
+            "role": "system",
+            "content": "Answer from the user's text when it holds the facts; call a tool only for facts you lack.",
+        },
+        {"role": "user", "content": "Paris is at 21 degrees C. Extract the city and temperature."},
+    ]
     fields = {"tools": [WEATHER], "tool_choice": "auto", "response_format": ANSWER_FORMAT, "max_tokens": 100}
     # Given the facts, the model answers in the schema's JSON...
     answer = _chat(client, messages=extract, **fields)
