@@ -48,21 +48,27 @@ def serve(settings: Settings) -> int:
     # First: threads started from here on (OpenVINO's for the device check included) inherit it.
     pinned = pin_server(settings.server_cpus)
 
-    def prepare(directory: Path) -> list[Graph]:
-        graphs = [
+    def checked(directory: Path) -> list[Graph]:
+        return [
             _with_cache_dir(graph, settings.model_cache_dir)
             for graph in prepare_graphs(directory, available_devices(), allow_empty=True)
         ]
+
+    def announced(graphs: list[Graph]) -> list[Graph]:
         for graph in graphs:  # at start-up and at each reload: what every bound is derived from
             log.info("model %s: %s", graph.name, graph.facts.describe(graph.max_context))
         return graphs
 
-    graphs = prepare(Path(settings.graphs))
+    def prepare(directory: Path) -> list[Graph]:
+        return announced(checked(directory))
+
+    graphs = checked(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
     admin_keys = load_api_keys(settings.admin_key_file, credential="admin-keys", kind="admin key")
     # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
+    announced(graphs)  # once listening: a port in use stays a one-line error
     if pinned is not None:  # logged once listening: a port in use stays a one-line error
         log.info(
             "server threads on CPU %s, engines on CPUs %s (server_cpus = %s)",
