@@ -58,6 +58,10 @@ CODECS = frozenset({"mp3", "mp3float", "aac", "vorbis", "opus", "flac", "alac"})
 MIN_SAMPLES = SAMPLE_RATE // 10
 """0.1 s: WhisperPipeline refuses anything under 201 samples; this is the shortest clip worth a pass."""
 
+LIMIT_SLACK = 0.1
+"""Seconds allowed past `max_seconds`: codecs pad (AAC's priming adds 17 ms at 44.1 kHz, Opus's
+pre-skip 6.5 ms, a webm's Duration rounds up), so a recording cut at the limit passes."""
+
 ACCEPTED = "wav, mp3, flac, ogg (vorbis or opus), m4a/mp4 (aac) or webm (opus)"
 _CONTAINER_OPTIONS = {"format_whitelist": ",".join(FORMATS)}
 _UNBOUNDED_WAV_SIZES = (0, 0xFFFFFFFF)  # what streaming writers put in a wav header they cannot seek back to
@@ -117,7 +121,7 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
                 for chunk in _mono_chunks(container, stream):
                     chunks.append(chunk)
                     total += len(chunk)
-                    if total > limits.max_seconds * SAMPLE_RATE:
+                    if total > (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE:
                         raise _too_long(limits)
             except InvalidRequest:
                 raise
@@ -179,7 +183,7 @@ def _check_stream(stream: av.audio.stream.AudioStream, declared: float | None, l
             f"The audio's sample rate is {context.sample_rate} Hz; this server accepts up to {limits.max_sample_rate} Hz.",
             code="unsupported_audio",
         )
-    if declared is not None and declared > limits.max_seconds:
+    if declared is not None and declared > limits.max_seconds + LIMIT_SLACK:
         raise _too_long(limits, declared)
 
 
@@ -232,7 +236,11 @@ def _declared_seconds(
 
 
 def _wav_declared_seconds(data: bytes) -> float | None:
-    """From the header's data chunk size and byte rate (FFmpeg clamps the size to what is there)."""
+    """From the header's data chunk size and byte rate (FFmpeg clamps the size to what is there).
+
+    A header declaring more data than the file holds is refused here, before decoding: it is
+    truncated, and a lying size must not pass for a long recording.
+    """
     position, byte_rate = 12, 0
     while position + 8 <= len(data):
         chunk_id, size = data[position : position + 4], struct.unpack_from("<I", data, position + 4)[0]
@@ -241,7 +249,10 @@ def _wav_declared_seconds(data: bytes) -> float | None:
         elif chunk_id == b"data":
             if size in _UNBOUNDED_WAV_SIZES or byte_rate == 0:
                 return None
-            return size / byte_rate
+            declared, present = size / byte_rate, (len(data) - position - 8) / byte_rate
+            if _clearly_short(present, declared):
+                raise _truncated(present, declared)
+            return declared
         position += 8 + size + (size & 1)
     return None
 

@@ -237,9 +237,21 @@ def test_an_mp3_without_a_length_tag_over_the_limit_is_too_long():
     assert refusal(data, AudioLimits(max_seconds=3)).code == "audio_too_long"
 
 
-def test_a_file_at_the_limit_is_accepted():
-    data = encode("flac", "flac", 3.0, 16_000)
-    assert decode_audio(data, AudioLimits(max_seconds=3)).seconds == pytest.approx(3.0)
+@pytest.mark.parametrize(
+    ("container_format", "codec", "rate"),
+    [("flac", "flac", 16_000), ("ipod", "aac", 44_100), ("ogg", "libopus", 48_000), ("webm", "libopus", 48_000)],
+)
+def test_a_file_at_the_limit_is_accepted(container_format, codec, rate):
+    data = encode(container_format, codec, 3.0, rate)
+    assert decode_audio(data, AudioLimits(max_seconds=3)).seconds == pytest.approx(3.0, abs=0.05)
+
+
+def test_a_wav_declaring_more_than_it_holds_is_truncated_before_decoding(monkeypatch):
+    whole = encode("wav", "pcm_s16le", 4.0, 16_000)
+    monkeypatch.setattr(audio, "_mono_chunks", lambda *args: pytest.fail("decoded a truncated wav"))
+    error = refusal(whole[:20_000], AudioLimits(max_seconds=1))  # declares 4 s: truncation, not length
+    assert error.code == "truncated_audio"
+    assert "declares 4.00 s but only 0.62 s" in error.message
 
 
 def test_too_many_channels_or_too_high_a_rate_is_unsupported_audio(monkeypatch):
