@@ -190,8 +190,9 @@ class SpeechEngine:
     def _transcribe(self, job: _Job) -> EngineEvent | None:
         options = job.command.options
         config = self.pipe.get_generation_config()
-        config.task = options.task
-        config.language = f"<|{options.language}|>" if options.language else None
+        if self.facts.multilingual:  # an English-only model refuses a task or language token
+            config.task = options.task
+            config.language = f"<|{options.language}|>" if options.language else None
         if options.prompt:
             config.initial_prompt = options.prompt
         config.return_timestamps = options.segments
