@@ -290,3 +290,26 @@ def test_the_decoder_decodes_real_audio():
     data = encode("mp3", "libmp3lame", 1.0, 44_100)
     decoded = asyncio.run(AudioDecoder().decode(data, LIMITS))
     assert decoded.seconds == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize(("container_format", "codec", "rate", "channels"), [row[:4] for row in FORMATS])
+def test_damaged_files_are_refused_or_decoded_never_an_error(container_format, codec, rate, channels):
+    """Flipped bytes, cut files and overwritten stretches: a 400 with an audio code, or audio."""
+    whole = encode(container_format, codec, 1.0, rate, channels)
+    rng = np.random.default_rng(len(whole))
+    for attempt in range(12):
+        damaged = bytearray(whole)
+        if attempt % 3 == 0:
+            for position in rng.integers(0, len(damaged), 10):
+                damaged[position] = int(rng.integers(0, 256))
+        elif attempt % 3 == 1:
+            damaged = damaged[: int(rng.integers(0, len(damaged)))]
+        else:
+            start = int(rng.integers(0, len(damaged)))
+            damaged[start : start + 300] = rng.bytes(int(rng.integers(0, 300)))
+        try:
+            decoded = decode_audio(bytes(damaged), LIMITS)
+        except InvalidRequest as error:
+            assert error.code in {"invalid_audio", "truncated_audio", "empty_audio"}, error.message
+        else:
+            assert decoded.samples.dtype == np.float32 and np.abs(decoded.samples).max() <= 1.0
