@@ -102,8 +102,6 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
     is not supported, intact audio within `limits` (see the module docstring for the codes)."""
     if not data:
         raise _refuse("The audio file is empty.", code="empty_audio")
-    declared: float | None = None
-    decoded_before_error = 0.0
     try:
         with av.open(
             io.BytesIO(data),
@@ -115,49 +113,64 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
             stream = _audio_stream(container)
             declared = _declared_seconds(container, stream, data)
             _check_stream(stream, declared, limits)
-            chunks: list[np.ndarray] = []
-            total = 0
-            try:
-                for chunk in _mono_chunks(container, stream):
-                    chunks.append(chunk)
-                    total += len(chunk)
-                    if total > (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE:
-                        raise _too_long(limits)
-            except InvalidRequest:
-                raise
-            except Exception:
-                decoded_before_error = total / SAMPLE_RATE
-                raise
-            container_name, codec = container.format.name, stream.codec_context.name
-            source_rate, channels = stream.codec_context.sample_rate, stream.codec_context.channels
+            samples = _decode(container, stream, declared, limits)
+            context = stream.codec_context
+            container_name, codec, source_rate, channels = (
+                container.format.name,
+                context.name,
+                context.sample_rate,
+                context.channels,
+            )
     except InvalidRequest:
         raise
     except Exception as exc:  # FFmpeg and PyAV raise many types on damaged input (see module doc)
-        if decoded_before_error and _clearly_short(decoded_before_error, declared):
-            raise _truncated(decoded_before_error, declared) from None
+        detail = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else str(exc)
         raise _refuse(
-            f"The file could not be decoded as audio (not audio, or a damaged or truncated file): "
-            f"{type(exc).__name__}: {client_text(str(exc))}. Accepted: {ACCEPTED}."
+            "The file could not be decoded as audio (not audio, or a damaged or truncated file): "
+            f"{type(exc).__name__}: {client_text(detail)}. Accepted: {ACCEPTED}."
         ) from None
-    samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
     if len(samples) < MIN_SAMPLES:
         raise _refuse(
             f"The audio is {len(samples) / SAMPLE_RATE:.3f} s long; at least {MIN_SAMPLES / SAMPLE_RATE:.1f} s "
             "of sound is needed.",
             code="empty_audio",
         )
-    seconds = len(samples) / SAMPLE_RATE
-    if _clearly_short(seconds, declared):
-        raise _truncated(seconds, declared)
-    np.clip(samples, -1.0, 1.0, out=samples)
     return DecodedAudio(
-        samples=np.ascontiguousarray(samples, dtype=np.float32),
-        seconds=seconds,
+        samples=samples,
+        seconds=len(samples) / SAMPLE_RATE,
         container=container_name,
         codec=codec,
         source_rate=source_rate,
         channels=channels,
     )
+
+
+def _decode(
+    container: av.container.InputContainer,
+    stream: av.audio.stream.AudioStream,
+    declared: float | None,
+    limits: AudioLimits,
+) -> np.ndarray:
+    """All of the stream as mono 16 kHz float32 in [-1, 1], stopping past the limit; a file that
+    fails or ends clearly before its declared duration is truncated_audio."""
+    chunks: list[np.ndarray] = []
+    total, most = 0, (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE
+    try:
+        for chunk in _mono_chunks(container, stream):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > most:
+                raise _too_long(limits)
+    except InvalidRequest:
+        raise
+    except Exception:
+        if _clearly_short(total / SAMPLE_RATE, declared):  # FLAC, for one, fails on its cut last frame
+            raise _truncated(total / SAMPLE_RATE, declared) from None
+        raise
+    if _clearly_short(total / SAMPLE_RATE, declared):
+        raise _truncated(total / SAMPLE_RATE, declared)
+    samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    return np.clip(samples, -1.0, 1.0, out=samples)
 
 
 def _audio_stream(container: av.container.InputContainer) -> av.audio.stream.AudioStream:
