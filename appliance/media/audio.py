@@ -23,11 +23,12 @@ ogg/vorbis, ogg/opus, m4a/mp4 aac, webm/opus).
 - FFmpeg raises many kinds of errors on damaged input (`av.error.FFmpegError` and its subclasses,
   and Python ones from PyAV): every one becomes a 400 naming the problem.
 
-Cost (measured 2026-11-28 on this box's AMD EPYC, 2 shared cores, one thread): 60 s of 44.1 kHz
-stereo mp3 (128 kbps, 960 KB) decodes to 16 kHz mono in 0.10-0.11 s, about 550x real time, of
-which FFmpeg's mp3 decoder takes 0.05 s and PyAV's resampler most of the rest; 60 s of 44.1 kHz
-stereo wav takes 0.08 s. `import av` takes about 0.1 s, so `appliance.media` does not import this
-module: its users do.
+Cost (measured 2026-11-28 on this box's AMD EPYC, 2 cores shared with other work, one thread):
+60 s of 44.1 kHz stereo mp3 (128 kbps, 960 KB) decodes to 16 kHz mono in 0.10-0.11 s while the box
+is quiet (about 550x real time; 0.22-0.31 s at a load average of 4.7), of which FFmpeg's mp3
+decoder takes 0.05 s and PyAV's resampler most of the rest; 60 s of 44.1 kHz stereo wav takes
+0.08 s. `import av` takes about 0.1 s, so `appliance.media` does not import this module: its users
+do.
 """
 
 from __future__ import annotations
