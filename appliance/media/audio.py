@@ -9,8 +9,9 @@ ogg/vorbis, ogg/opus, m4a/mp4 aac, webm/opus).
   format is refused before its demuxer runs. The bytes are read from memory, never from a path or
   URL, and any file a demuxer asks to open beside them (a playlist entry, an mp4 data reference)
   is refused by our `io_open`, so no upload reaches the file system or the network.
-- The stream's codec must be an audio codec from `CODECS`; channels and sample rate are read from
-  the stream and checked before any sample is decoded.
+- Only audio decoders from `CODECS` (and PCM's) are opened, while FFmpeg probes the streams too
+  (`codec_whitelist`: a video track beside the audio is never decoded); channels and sample rate
+  are read from the stream and checked before any sample is decoded.
 - A duration the container declares beyond `max_seconds` is refused before decoding; decoding
   stops as soon as the samples pass `max_seconds` (a file declaring nothing, or lying, costs at
   most that much audio). The result is at most `max_seconds * 16000 * 4` bytes.
@@ -64,7 +65,13 @@ LIMIT_SLACK = 0.1
 pre-skip 6.5 ms, a webm's Duration rounds up), so a recording cut at the limit passes."""
 
 ACCEPTED = "wav, mp3, flac, ogg (vorbis or opus), m4a/mp4 (aac) or webm (opus)"
-_CONTAINER_OPTIONS = {"format_whitelist": ",".join(FORMATS)}
+_PCM_DECODERS = sorted(name for name in av.codecs_available if name.startswith("pcm_"))
+# format_whitelist: the demuxers probed. codec_whitelist: the decoders FFmpeg may open while it
+# probes the streams (it would otherwise decode a few frames of a webm's or mp4's video track).
+_CONTAINER_OPTIONS = {
+    "format_whitelist": ",".join(FORMATS),
+    "codec_whitelist": ",".join(sorted(CODECS) + _PCM_DECODERS),
+}
 _UNBOUNDED_WAV_SIZES = (0, 0xFFFFFFFF)  # what streaming writers put in a wav header they cannot seek back to
 _MP3_LENGTH_TAGS = (b"Xing", b"Info", b"VBRI")
 
