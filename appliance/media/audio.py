@@ -9,8 +9,9 @@ ogg/vorbis, ogg/opus, m4a/mp4 aac, webm/opus).
   format is refused before its demuxer runs. The bytes are read from memory, never from a path or
   URL, and any file a demuxer asks to open beside them (a playlist entry, an mp4 data reference)
   is refused by our `io_open`, so no upload reaches the file system or the network.
-- The stream's codec must be an audio codec from `CODECS`; channels and sample rate are read from
-  the stream and checked before any sample is decoded.
+- Only audio decoders from `CODECS` (and PCM's) are opened, while FFmpeg probes the streams too
+  (`codec_whitelist`: a video track beside the audio is never decoded); channels and sample rate
+  are read from the stream and checked before any sample is decoded.
 - A duration the container declares beyond `max_seconds` is refused before decoding; decoding
   stops as soon as the samples pass `max_seconds` (a file declaring nothing, or lying, costs at
   most that much audio). The result is at most `max_seconds * 16000 * 4` bytes.
@@ -23,11 +24,12 @@ ogg/vorbis, ogg/opus, m4a/mp4 aac, webm/opus).
 - FFmpeg raises many kinds of errors on damaged input (`av.error.FFmpegError` and its subclasses,
   and Python ones from PyAV): every one becomes a 400 naming the problem.
 
-Cost (measured 2026-11-28 on this box's AMD EPYC, 2 shared cores, one thread): 60 s of 44.1 kHz
-stereo mp3 (128 kbps, 960 KB) decodes to 16 kHz mono in 0.10-0.11 s, about 550x real time, of
-which FFmpeg's mp3 decoder takes 0.05 s and PyAV's resampler most of the rest; 60 s of 44.1 kHz
-stereo wav takes 0.08 s. `import av` takes about 0.1 s, so `appliance.media` does not import this
-module: its users do.
+Cost (measured 2026-11-28 on this box's AMD EPYC, 2 cores shared with other work, one thread):
+60 s of 44.1 kHz stereo mp3 (128 kbps, 960 KB) decodes to 16 kHz mono in 0.10-0.11 s while the box
+is quiet (about 550x real time; 0.22-0.31 s at a load average of 4.7), of which FFmpeg's mp3
+decoder takes 0.05 s and PyAV's resampler most of the rest; 60 s of 44.1 kHz stereo wav takes
+0.08 s. `import av` takes about 0.1 s, so `appliance.media` does not import this module: its users
+do.
 """
 
 from __future__ import annotations
@@ -63,7 +65,13 @@ LIMIT_SLACK = 0.1
 pre-skip 6.5 ms, a webm's Duration rounds up), so a recording cut at the limit passes."""
 
 ACCEPTED = "wav, mp3, flac, ogg (vorbis or opus), m4a/mp4 (aac) or webm (opus)"
-_CONTAINER_OPTIONS = {"format_whitelist": ",".join(FORMATS)}
+_PCM_DECODERS = sorted(name for name in av.codecs_available if name.startswith("pcm_"))
+# format_whitelist: the demuxers probed. codec_whitelist: the decoders FFmpeg may open while it
+# probes the streams (it would otherwise decode a few frames of a webm's or mp4's video track).
+_CONTAINER_OPTIONS = {
+    "format_whitelist": ",".join(FORMATS),
+    "codec_whitelist": ",".join(sorted(CODECS) + _PCM_DECODERS),
+}
 _UNBOUNDED_WAV_SIZES = (0, 0xFFFFFFFF)  # what streaming writers put in a wav header they cannot seek back to
 _MP3_LENGTH_TAGS = (b"Xing", b"Info", b"VBRI")
 
@@ -102,8 +110,6 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
     is not supported, intact audio within `limits` (see the module docstring for the codes)."""
     if not data:
         raise _refuse("The audio file is empty.", code="empty_audio")
-    declared: float | None = None
-    decoded_before_error = 0.0
     try:
         with av.open(
             io.BytesIO(data),
@@ -115,49 +121,64 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
             stream = _audio_stream(container)
             declared = _declared_seconds(container, stream, data)
             _check_stream(stream, declared, limits)
-            chunks: list[np.ndarray] = []
-            total = 0
-            try:
-                for chunk in _mono_chunks(container, stream):
-                    chunks.append(chunk)
-                    total += len(chunk)
-                    if total > (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE:
-                        raise _too_long(limits)
-            except InvalidRequest:
-                raise
-            except Exception:
-                decoded_before_error = total / SAMPLE_RATE
-                raise
-            container_name, codec = container.format.name, stream.codec_context.name
-            source_rate, channels = stream.codec_context.sample_rate, stream.codec_context.channels
+            samples = _decode(container, stream, declared, limits)
+            context = stream.codec_context
+            container_name, codec, source_rate, channels = (
+                container.format.name,
+                context.name,
+                context.sample_rate,
+                context.channels,
+            )
     except InvalidRequest:
         raise
     except Exception as exc:  # FFmpeg and PyAV raise many types on damaged input (see module doc)
-        if decoded_before_error and _clearly_short(decoded_before_error, declared):
-            raise _truncated(decoded_before_error, declared) from None
+        detail = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else str(exc)
         raise _refuse(
-            f"The file could not be decoded as audio (not audio, or a damaged or truncated file): "
-            f"{type(exc).__name__}: {client_text(str(exc))}. Accepted: {ACCEPTED}."
+            "The file could not be decoded as audio (not audio, or a damaged or truncated file): "
+            f"{type(exc).__name__}: {client_text(detail)}. Accepted: {ACCEPTED}."
         ) from None
-    samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
     if len(samples) < MIN_SAMPLES:
         raise _refuse(
             f"The audio is {len(samples) / SAMPLE_RATE:.3f} s long; at least {MIN_SAMPLES / SAMPLE_RATE:.1f} s "
             "of sound is needed.",
             code="empty_audio",
         )
-    seconds = len(samples) / SAMPLE_RATE
-    if _clearly_short(seconds, declared):
-        raise _truncated(seconds, declared)
-    np.clip(samples, -1.0, 1.0, out=samples)
     return DecodedAudio(
-        samples=np.ascontiguousarray(samples, dtype=np.float32),
-        seconds=seconds,
+        samples=samples,
+        seconds=len(samples) / SAMPLE_RATE,
         container=container_name,
         codec=codec,
         source_rate=source_rate,
         channels=channels,
     )
+
+
+def _decode(
+    container: av.container.InputContainer,
+    stream: av.audio.stream.AudioStream,
+    declared: float | None,
+    limits: AudioLimits,
+) -> np.ndarray:
+    """All of the stream as mono 16 kHz float32 in [-1, 1], stopping past the limit; a file that
+    fails or ends clearly before its declared duration is truncated_audio."""
+    chunks: list[np.ndarray] = []
+    total, most = 0, (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE
+    try:
+        for chunk in _mono_chunks(container, stream):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > most:
+                raise _too_long(limits)
+    except InvalidRequest:
+        raise
+    except Exception:
+        if _clearly_short(total / SAMPLE_RATE, declared):  # FLAC, for one, fails on its cut last frame
+            raise _truncated(total / SAMPLE_RATE, declared) from None
+        raise
+    if _clearly_short(total / SAMPLE_RATE, declared):
+        raise _truncated(total / SAMPLE_RATE, declared)
+    samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    return np.clip(samples, -1.0, 1.0, out=samples)
 
 
 def _audio_stream(container: av.container.InputContainer) -> av.audio.stream.AudioStream:

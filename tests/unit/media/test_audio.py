@@ -169,6 +169,38 @@ def test_what_is_not_audio_is_invalid_audio(data):
     assert "wav, mp3" in error.message  # says what is accepted
 
 
+def _video_and_audio_mp4() -> bytes:
+    buffer = io.BytesIO()
+    samples = tone(1.0, 44_100)
+    with av.open(buffer, "w", format="mp4") as out:
+        video = out.add_stream("mpeg4", rate=10)
+        video.width, video.height, video.pix_fmt = 32, 32, "yuv420p"
+        sound = out.add_stream("aac", rate=44_100, layout="mono")
+        for _ in range(10):
+            for packet in video.encode(av.VideoFrame.from_ndarray(np.zeros((32, 32, 3), np.uint8), format="rgb24")):
+                out.mux(packet)
+        for start in range(0, samples.shape[1], 1024):
+            frame = av.AudioFrame.from_ndarray(samples[:, start : start + 1024], format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 44_100, start
+            for packet in sound.encode(frame):
+                out.mux(packet)
+        for stream in (video, sound):
+            for packet in stream.encode(None):
+                out.mux(packet)
+    return buffer.getvalue()
+
+
+def test_the_audio_of_a_video_is_decoded_without_its_video():
+    av.logging.set_level(av.logging.ERROR)  # FFmpeg's refusal is an error in its log, else unseen
+    try:
+        with av.logging.Capture() as logs:
+            decoded = decode_audio(_video_and_audio_mp4(), LIMITS)
+    finally:
+        av.logging.set_level(None)
+    assert (decoded.codec, decoded.seconds) == ("aac", pytest.approx(1.0, abs=0.05))
+    assert any(message.startswith("Codec (mpeg4) not on whitelist") for _, _, message in logs)
+
+
 def test_a_video_only_file_is_named_as_such():
     assert "no audio stream" in refusal(_video_only_mp4()).message
 
@@ -290,3 +322,26 @@ def test_the_decoder_decodes_real_audio():
     data = encode("mp3", "libmp3lame", 1.0, 44_100)
     decoded = asyncio.run(AudioDecoder().decode(data, LIMITS))
     assert decoded.seconds == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize(("container_format", "codec", "rate", "channels"), [row[:4] for row in FORMATS])
+def test_damaged_files_are_refused_or_decoded_never_an_error(container_format, codec, rate, channels):
+    """Flipped bytes, cut files and overwritten stretches: a 400 with an audio code, or audio."""
+    whole = encode(container_format, codec, 1.0, rate, channels)
+    rng = np.random.default_rng(len(whole))
+    for attempt in range(12):
+        damaged = bytearray(whole)
+        if attempt % 3 == 0:
+            for position in rng.integers(0, len(damaged), 10):
+                damaged[position] = int(rng.integers(0, 256))
+        elif attempt % 3 == 1:
+            damaged = damaged[: int(rng.integers(0, len(damaged)))]
+        else:
+            start = int(rng.integers(0, len(damaged)))
+            damaged[start : start + 300] = rng.bytes(int(rng.integers(0, 300)))
+        try:
+            decoded = decode_audio(bytes(damaged), LIMITS)
+        except InvalidRequest as error:
+            assert error.code in {"invalid_audio", "truncated_audio", "empty_audio"}, error.message
+        else:
+            assert decoded.samples.dtype == np.float32 and np.abs(decoded.samples).max() <= 1.0
