@@ -230,6 +230,9 @@ class Graph(_Config, dict=True):
     with `tools` are refused."""
     reasoning_parser: Literal["think"] | None = None
     """think: text inside `<think>...</think>` is returned as `reasoning_content`."""
+    speech_model: ModelName | None = None
+    """A speech-to-text graph served beside this one: the `input_audio` parts of chat messages are
+    transcribed by it, and the model reads the text heard. None: audio parts are refused."""
     control_tokens_in_messages: Literal["text", "control"] = "text"
     """How the model's control-token strings (`<|im_end|>`, `<|im_start|>`, ...) written in
     messages, tool definitions and template variables are tokenized. text: as the characters they
