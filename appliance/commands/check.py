@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from appliance.cpu_features import ISA_FEATURES, isa, tuned_isa
 from appliance.errors import ConfigError
 from appliance.settings import DEFAULT_CONFIG, load_settings
 
@@ -38,9 +39,15 @@ def run(args: argparse.Namespace) -> int:
 
     target = graphs_target(args.target, args.graphs, args.config)
     graphs, errors = review_graphs(target, available_devices())
+    here = isa()
     for graph in graphs:
         print(f"ok     {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
         print(f"       {graph.facts.describe(graph.max_context)}")
+        if graph.speech_facts is not None:
+            print(f"       {graph.speech_facts.describe()}")
+        warning = _tuned_elsewhere(graph.source, here)
+        if warning:
+            print(f"warn   {graph.name}: {warning}", file=sys.stderr)
     for error in errors:
         print(f"error  {error}", file=sys.stderr)
     if errors:
@@ -49,6 +56,20 @@ def run(args: argparse.Namespace) -> int:
     if not graphs:
         print(f"{target}: no graph files (*.toml); `serve` would start with no models")
     return 0
+
+
+def _tuned_elsewhere(source: str, here: list[str]) -> str | None:
+    """Why a graph's `appliance tune` settings may not suit this CPU (None: tuned here, or never)."""
+    try:
+        tuned = tuned_isa(Path(source).read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    if tuned is None or tuned == here:
+        return None
+    return (
+        f"tuned on a CPU with {' '.join(tuned) or 'none of ' + ' '.join(ISA_FEATURES)}; this one has "
+        f"{' '.join(here) or 'none of them'}: its [plugin_config] may be slower here (run `appliance tune {source}`)"
+    )
 
 
 def graphs_target(positional: Path | None, flag: Path | None, config: Path | None) -> Path:

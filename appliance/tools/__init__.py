@@ -4,6 +4,7 @@
 - `export/`: a Hugging Face model to OpenVINO IR (or a `.gguf` file as it is) and a graph file, checked.
 - `bench/`: the appliance against the graph's own pipeline, over HTTP and in process.
 - `soak/`: minutes of mixed traffic against a running server.
+- `tune/`: each graph's fastest OpenVINO CPU settings on this box, written into its graph file.
 - `launch.py`: start `appliance serve` and wait for /health (bench and the tests use it).
 
 Each tool, like each core command in `appliance.commands`, has `register(subcommands)` and
@@ -11,8 +12,8 @@ Each tool, like each core command in `appliance.commands`, has `register(subcomm
 import the core, the core never imports tools.
 """
 
-from appliance.tools import bench, demo, export, soak
+from appliance.tools import bench, demo, export, soak, tune
 
 __all__ = ["TOOLS"]
 
-TOOLS = (demo, export, bench, soak)
+TOOLS = (demo, export, bench, soak, tune)

@@ -11,41 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from appliance.cpu_features import ISA_FEATURES
+from appliance.cpu_features import cpuinfo as _cpuinfo
+
 __all__ = ["ISA_FEATURES", "describe_machine", "machine_line"]
 
-ISA_FEATURES = (
-    "avx2",
-    "avx512f",
-    "avx512_vnni",
-    "avx_vnni",
-    "avx512_bf16",
-    "avx512_fp16",
-    "amx_tile",
-    "amx_bf16",
-    "amx_int8",
-    "f16c",
-)
-"""/proc/cpuinfo flags that change OpenVINO's CPU kernels (int8 dot products, bf16 and fp16 math, AMX
-tiles), in the order they are printed."""
-
 _OPENVINO_PROPERTIES = ("FULL_DEVICE_NAME", "OPTIMIZATION_CAPABILITIES", "INFERENCE_PRECISION_HINT")
-
-
-def _cpuinfo(path: Path = Path("/proc/cpuinfo")) -> tuple[str | None, set[str]]:
-    """(model name, flags) of the first processor; (None, empty) where there is no /proc/cpuinfo."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None, set()
-    model, flags = None, set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model is None:
-            model = value.strip()
-        elif key == "flags" and not flags:
-            flags = set(value.split())
-    return model, flags
 
 
 def _openvino_view(device: str) -> dict[str, object]:
