@@ -73,12 +73,12 @@ def template_tools(template: str, tokens: frozenset[str] = frozenset()) -> Templ
     the call and reasoning formats it (or the tokenizer's special `tokens`) shows.
 
     `tools` counts as read only as the template's variable: Phi-4-mini's template reads a system
-    message's own `message['tools']` text, which the appliance does not send, so its tools are
-    shown by the appliance's tool prompt."""
+    message's own `message['tools']` text (`'tools' in message`), which the appliance does not
+    send, so its tools are shown by the appliance's tool prompt."""
     code = " ".join(_STRINGS.sub(_key_or_nothing, first or second) for first, second in _BLOCKS.findall(template))
     found = find_formats(template, tokens)
     return TemplateTools(
-        renders_tools=re.search(r"(?<![\[.])\btools\b", code) is not None,
+        renders_tools=re.search(r"(?<![\[.])\btools\b(?!\s+in\b)", code) is not None,
         renders_tool_calls=re.search(r"\btool_calls\b", code) is not None,
         tool_parser=found.tool_parser,
         reasoning_parser=found.reasoning_parser,

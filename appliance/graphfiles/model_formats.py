@@ -59,7 +59,9 @@ _TOOL_RULES: tuple[tuple[str, str, str], ...] = (
 )
 _PHI4_TOKENS = ("<|tool_call|>", "<|/tool_call|>")
 _GEMMA4 = re.compile(r"<\|tool_call>")
-_THINK_OPENED = re.compile(r"add_generation_prompt[\s\S]{0,400}<think>")
+# `<think>` left open at the end of the generation prompt (not Qwen3's `<think>\n\n</think>`,
+# written there to switch thinking off).
+_THINK_OPENED = re.compile(r"add_generation_prompt[\s\S]{0,400}?<think>(?!(?:\\n|\s)*</think>)")
 
 
 def find_formats(template: str, tokens: frozenset[str] = frozenset()) -> FoundFormats:
