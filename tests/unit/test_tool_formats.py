@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from appliance.grammar.ebnf import parse_grammar
-from appliance.protocol.openai import FunctionDefinition, Tool
+from appliance.protocol.openai import ChatCompletionRequest, FunctionDefinition, Tool
+from appliance.service.constraints import output_grammar
 from appliance.service.pieces import ContentPiece, ReasoningPiece, ToolCallPiece, _ChoiceParsers
 from appliance.service.reasoning import reasoning_stream
 from appliance.service.tool_parsers import ParsedCall, ToolCallStream, forced_call_grammar, tool_parser
+from appliance.service.tool_plan import ToolPlan
+from tests.fakes import fake_graph
 from tests.unit.test_grammar import to_regex
 
 WEATHER = {
@@ -271,3 +275,33 @@ def test_qwen3_coder_grammar_types_each_parameter() -> None:
     assert not pattern.fullmatch(f"{head}<parameter=city>\nParis\n</parameter>\n{units}</function>\n</tool_call>")
     # city is required.
     assert not pattern.fullmatch(f"{head}<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+
+
+FORMATS = ["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "deepseek_r1", "harmony"]
+
+
+@pytest.mark.parametrize("parser", FORMATS)
+def test_the_request_grammar_forces_calls_in_every_format(parser: str) -> None:
+    """tool_choice required: the whole output is calls in the model's format; tools with a
+    response format (tool_choice auto): calls in that format or the JSON answer."""
+    body = {
+        "model": "fake",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [
+            {"type": "function", "function": {"name": name, "parameters": schema}} for name, schema in SCHEMAS.items()
+        ],
+    }
+    graph = msgspec.structs.replace(fake_graph(), tool_parser=parser)
+    required = msgspec.convert({**body, "tool_choice": "required"}, ChatCompletionRequest)
+    grammar = output_grammar(required, graph, ToolPlan.of(required, graph, parser))
+    written = tool_parser(parser).write_calls([("get_time", {"zone": "UTC"})]).removesuffix("<|call|>")
+    assert grammar is not None and to_regex(grammar).fullmatch(written)
+    answer = {
+        "type": "json_schema",
+        "json_schema": {"name": "a", "schema": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    }
+    either = msgspec.convert({**body, "response_format": answer}, ChatCompletionRequest)
+    grammar = output_grammar(either, graph, ToolPlan.of(either, graph, parser))
+    assert grammar is not None
+    assert to_regex(grammar).fullmatch(written) and to_regex(grammar).fullmatch('{"x": 1}')
+    assert not to_regex(grammar).fullmatch("plain text")
