@@ -8,6 +8,7 @@ import json
 import msgspec
 import pytest
 
+from appliance.grammar import GrammarError
 from appliance.grammar.ebnf import parse_grammar
 from appliance.protocol.openai import ChatCompletionRequest, FunctionDefinition, Tool
 from appliance.service.constraints import output_grammar
@@ -305,3 +306,48 @@ def test_the_request_grammar_forces_calls_in_every_format(parser: str) -> None:
     assert grammar is not None
     assert to_regex(grammar).fullmatch(written) and to_regex(grammar).fullmatch('{"x": 1}')
     assert not to_regex(grammar).fullmatch("plain text")
+
+
+def test_qwen3_coder_grammar_bounds_string_parameters() -> None:
+    tool = Tool(
+        function=FunctionDefinition(
+            name="f",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "maxLength": 3},
+                    "id": {"type": "string", "pattern": "^[A-Z][0-9]{2}$"},
+                    "kind": {"type": "string", "const": "x"},
+                },
+                "required": ["code", "id", "kind"],
+            },
+        )
+    )
+    pattern = to_regex(forced_call_grammar("qwen3_coder", [tool], "f", max_calls=1))
+
+    def call(code: str, id_: str, kind: str = "x") -> str:
+        parameters = "".join(
+            f"<parameter={key}>\n{value}\n</parameter>\n"
+            for key, value in (("code", code), ("id", id_), ("kind", kind))
+        )
+        return f"<tool_call>\n<function=f>\n{parameters}</function>\n</tool_call>"
+
+    assert pattern.fullmatch(call("abc", "B12"))
+    assert not pattern.fullmatch(call("abcd", "B12"))
+    assert not pattern.fullmatch(call("abc", "b12"))
+    assert not pattern.fullmatch(call("abc", "B12", "y"))
+    with pytest.raises(GrammarError) as info:
+        forced_call_grammar(
+            "qwen3_coder",
+            [
+                Tool(
+                    function=FunctionDefinition(
+                        name="g",
+                        parameters={"type": "object", "properties": {"d": {"type": "string", "format": "date"}}},
+                    )
+                )
+            ],
+            None,
+            1,
+        )
+    assert info.value.path == "tools[0].function.parameters.properties.d"

@@ -25,8 +25,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from appliance.grammar import schema_expression
-from appliance.grammar.ebnf import RuleSet, char_class, complement, literal
+from appliance.grammar import GrammarError, schema_expression
+from appliance.grammar.ebnf import RuleSet, char_class, complement, literal, repeat
+from appliance.grammar.regex import regex_expression
 from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall
 
 __all__ = ["Qwen3Coder"]
@@ -66,6 +67,31 @@ def _xml_text() -> str:
     return f'({plain} | "<"+ {after_lt})*'
 
 
+def _text_value(schema: dict[str, Any], rules: RuleSet, path: str) -> str:
+    """The raw text of a string parameter, as its schema bounds it: an enum or const, a pattern,
+    lengths (text without `<`), else any text without `</`."""
+    enum = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(item, str) for item in enum):
+        return "(" + " | ".join(literal(item) for item in enum) + ")"
+    if "format" in schema:
+        raise GrammarError("`format` is not supported on a qwen3_coder string parameter of a forced call.", path)
+    if "pattern" in schema:
+        pattern = schema["pattern"]
+        if not isinstance(pattern, str):
+            raise GrammarError("`pattern` must be a string.", f"{path}.pattern")
+        try:
+            return regex_expression(pattern, rules)
+        except GrammarError as exc:
+            raise GrammarError(exc.message, f"{path}.pattern") from None
+    low, high = schema.get("minLength", 0), schema.get("maxLength")
+    if "minLength" in schema or "maxLength" in schema:
+        if not isinstance(low, int) or (high is not None and not isinstance(high, int)) or (high or low) < low:
+            raise GrammarError("`minLength`/`maxLength` must be counts, the least not above the most.", path)
+        char = rules.shared("xml-char", lambda: char_class(complement([(ord("<"), ord("<"))])))
+        return repeat(char, low, high, rules)
+    return rules.shared("xml-text", _xml_text)
+
+
 class Qwen3Coder(CallFormat):
     name = "qwen3_coder"
     marker = "<tool_call>"
@@ -101,18 +127,14 @@ class Qwen3Coder(CallFormat):
 
     def call_grammar(self, name: str, schema: dict[str, Any], rules: RuleSet, path: str) -> str:
         """`<function=NAME>` then the schema's properties in its order, the required ones always:
-        string values as text without `</` (so a value cannot close its tag early), others as
-        JSON valid against the property's schema."""
+        string values as raw text bounded by their schema (`_text_value`: never `</`, so a value
+        cannot close its tag early), others as JSON valid against the property's schema."""
         required = set(schema.get("required") or ())
         parts = [literal(f"<function={name}>\n")]
         for key, subschema in _properties(schema).items():
             where = f"{path}.properties.{key}" if path else f"properties.{key}"
             if _is_text(subschema):
-                enum = subschema.get("enum")
-                if isinstance(enum, list) and enum and all(isinstance(item, str) for item in enum):
-                    value = "(" + " | ".join(literal(item) for item in enum) + ")"
-                else:
-                    value = rules.shared("xml-text", _xml_text)
+                value = _text_value(subschema, rules, where)
             else:
                 value = schema_expression(subschema, rules, where)
             parameter = (
