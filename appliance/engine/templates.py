@@ -38,7 +38,7 @@ class ToolFormat:
     reasoning: str | None = None
     """The reasoning parser (None: reasoning is not split out)."""
     reasoning_source: str = ""
-    """Where `reasoning` comes from: "graph file", "chat template" or "" (none)."""
+    """Where `reasoning` comes from: "graph file", "chat template", "tool parser" (harmony) or "" (none)."""
     why: str = field(default="", compare=False)
     """What in the chat template (or the tokenizer) chose `parser`, or why nothing was recognised."""
     reasoning_why: str = field(default="", compare=False)
@@ -59,6 +59,14 @@ class ToolFormat:
             reasoning, reasoning_source = template.reasoning_parser, "chat template"
         else:
             reasoning, reasoning_source = None, ""
+        reasoning_why = template.reasoning_reason
+        if parser == "harmony" and reasoning != "harmony":
+            # Harmony's calls are messages among its channels: the splitter runs whatever the graph says.
+            reasoning, reasoning_source, reasoning_why = (
+                "harmony",
+                "tool parser",
+                "harmony calls come among its channels",
+            )
         return cls(
             parser,
             template.renders_tools,
@@ -67,7 +75,7 @@ class ToolFormat:
             reasoning,
             reasoning_source,
             why=template.tool_reason,
-            reasoning_why=template.reasoning_reason,
+            reasoning_why=reasoning_why,
         )
 
     @property

@@ -190,3 +190,10 @@ def test_a_template_that_does_not_show_tools_gets_the_appliances_prompt_in_its_f
             ToolFormat(parser, from_template=False, calls_from_template=False),
         )
         assert shown is None and messages[0]["role"] == "system" and marker in messages[0]["content"]
+
+
+def test_the_harmony_tool_parser_brings_its_channel_splitter(tmp_path: Path) -> None:
+    graph = Graph(name="m", model_path=str(folder(tmp_path, "qwen3.jinja")), tool_parser="harmony")
+    tools = ToolFormat.of(graph, graph.facts.template)
+    assert (tools.parser, tools.reasoning, tools.reasoning_source) == ("harmony", "harmony", "tool parser")
+    assert tools.keeps_special_tokens and "harmony calls come among its channels" in tools.describe()
