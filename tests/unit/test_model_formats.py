@@ -197,3 +197,36 @@ def test_the_harmony_tool_parser_brings_its_channel_splitter(tmp_path: Path) -> 
     tools = ToolFormat.of(graph, graph.facts.template)
     assert (tools.parser, tools.reasoning, tools.reasoning_source) == ("harmony", "harmony", "tool parser")
     assert tools.keeps_special_tokens and "harmony calls come among its channels" in tools.describe()
+
+
+def test_special_tokens_come_from_the_tokenizer_files(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 1, "content": "<|tool_call|>"}]}))
+    assert special_tokens(tmp_path) == {"<|tool_call|>"}  # tokenizer_config.json lists none: the big file is read
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {"2": {"content": "<s>"}}}))
+    assert special_tokens(tmp_path) == {"<s>"}
+    assert special_tokens(tmp_path / "missing") == frozenset()
+
+
+def test_the_engine_reports_the_formats_it_loaded(tmp_path: Path) -> None:
+    """The engine's `Ready` carries the formats of the template it loaded: the same as the files'
+    change nothing; a different one is taken (and logged)."""
+    from appliance.engine.client import EngineClient
+    from appliance.engine.messages import Ready
+
+    graph = Graph(name="m", model_path=str(folder(tmp_path, "deepseek_r1_distill.jinja")))
+    engine = EngineClient(graph, restart_delay=lambda _: 0)
+    assert (engine.tools.parser, engine.tools.reasoning) == ("deepseek_r1", "think")
+    template = graph.facts.template
+    engine._dispatch(
+        Ready(
+            max_context=4096,
+            load_seconds=0.1,
+            template_renders_tools=template.renders_tools,
+            template_renders_tool_calls=template.renders_tool_calls,
+            template_tool_parser="deepseek_r1",
+            template_reasoning_parser="think",
+        )
+    )
+    assert (engine.tools.parser, engine.tools.reasoning) == ("deepseek_r1", "think")
+    engine._dispatch(Ready(max_context=4096, load_seconds=0.1, template_tool_parser="hermes"))
+    assert (engine.tools.parser, engine.tools.source, engine.tools.reasoning) == ("hermes", "chat template", None)
