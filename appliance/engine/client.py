@@ -31,6 +31,7 @@ from appliance.engine.messages import (
     Batch,
     Cancel,
     ChatPrompt,
+    Delta,
     Detokenize,
     Detokenized,
     Embed,
@@ -47,6 +48,9 @@ from appliance.engine.messages import (
     Tokenize,
     Tokenized,
     TokenPrompt,
+    Transcribe,
+    Transcribed,
+    TranscribeOptions,
     encode_to_engine,
     encoder,
 )
@@ -69,8 +73,13 @@ __all__ = ["EngineClient", "Reservation"]
 log = logging.getLogger("appliance.engine")
 
 State = Literal["unloaded", "loading", "ready", "restarting", "unloading", "failed", "stopped"]
-Task = Literal["generate", "embed", "rerank"]
-_TASK_ROUTES = {"generate": "chat, completions and responses", "embed": "/v1/embeddings", "rerank": "/v1/rerank"}
+Task = Literal["generate", "embed", "rerank", "transcribe"]
+_TASK_ROUTES = {
+    "generate": "chat, completions and responses",
+    "embed": "/v1/embeddings",
+    "rerank": "/v1/rerank",
+    "transcribe": "/v1/audio/transcriptions and /v1/audio/translations",
+}
 Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
 _STALL_FLOOR_S = 2.0
@@ -99,7 +108,7 @@ class Reservation:
         self.release()
 
 
-def _frames(message: Submit | Tokenize | Detokenize) -> list[bytes | memoryview]:
+def _frames(message: Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe) -> list[bytes | memoryview]:
     """`message` framed for the pipe, before anything is admitted or registered for it. msgpack
     holds integers of 64 bits; a larger one in free-form JSON (a tool's schema, a call's arguments,
     template kwargs) is the client's error, not the server's."""
@@ -173,6 +182,8 @@ class EngineClient:
         self._outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
         """The running process's frames (`EngineProcess.outbox`)."""
         self._pending: dict[int, asyncio.Future[Accepted]] = {}
+        self._listeners: dict[int, Callable[[str], None]] = {}
+        """Transcriptions streamed: where each one's text goes as the engine decodes it."""
         self._streams: dict[int, RequestStream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = asyncio.Event()
@@ -508,19 +519,44 @@ class EngineClient:
         self._metrics.retrieved(time.monotonic() - started, len(documents), answer.prompt_tokens)
         return answer
 
-    async def _ask(self, command: Callable[[int], Tokenize | Detokenize | Embed | Rerank], task: Task = "generate"):
+    async def transcribe(
+        self, samples: bytes | memoryview, options: TranscribeOptions, on_text: Callable[[str], None] | None = None
+    ) -> Transcribed:
+        """The text of `samples` (16 kHz mono float32, little-endian), transcribed or translated
+        (speech-to-text graphs); with `options.stream`, `on_text` gets the text as it is decoded."""
+        started = time.monotonic()
+        answer = await self._ask(lambda request_id: Transcribe(request_id, options, samples), "transcribe", on_text)
+        self._metrics.transcribed(time.monotonic() - started, memoryview(samples).nbytes / 4 / 16_000, answer.tokens)
+        return answer
+
+    def admit(self, task: Task) -> None:
+        """Raise now what a request for `task` would meet on arrival: 400 for a model that does not
+        serve it, 503 for one not ready (and not loading on demand) or with its queue full."""
+        self.require(task)
+        if self.state not in ("unloaded", "unloading") and self._on_demand is None:
+            self._admit(task)
+
+    async def _ask(
+        self,
+        command: Callable[[int], Tokenize | Detokenize | Embed | Rerank | Transcribe],
+        task: Task = "generate",
+        on_text: Callable[[str], None] | None = None,
+    ):
         # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
         # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
         request_id = next(_ids)
-        (frame,) = _frames(command(request_id))
+        frames = _frames(command(request_id))
         self.require(task)  # before loading a model on demand for a route it does not serve
         await self.ensure_loaded()
         self.last_used = time.monotonic()
         self._admit(task)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
+        if on_text is not None:
+            self._listeners[request_id] = on_text
         self._asking += 1
-        self._outbox.put(frame)
+        for frame in frames:
+            self._outbox.put(frame)
         timeout = self.graph.limits.request_timeout_seconds
         try:
             return await (asyncio.wait_for(answer, timeout) if timeout else answer)
@@ -532,6 +568,7 @@ class EngineClient:
             raise
         finally:
             self._pending.pop(request_id, None)
+            self._listeners.pop(request_id, None)
             self._asking -= 1
 
     def _abandon(self, request_id: int) -> None:
@@ -628,7 +665,11 @@ class EngineClient:
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id
-        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked):
+        if isinstance(event, Delta) and request_id in self._listeners:
+            self.last_used = time.monotonic()
+            self._listeners[request_id](event.text)
+            return
+        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked | Transcribed):
             future = self._pending.get(request_id)
             if future is None or future.done():
                 return
@@ -711,4 +752,4 @@ class EngineClient:
 
 
 def _describe(task: Task) -> str:
-    return {"generate": "a generative", "embed": "an embedding", "rerank": "a rerank"}[task]
+    return {"generate": "a generative", "embed": "an embedding", "rerank": "a rerank", "transcribe": "a speech"}[task]

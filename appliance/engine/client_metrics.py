@@ -78,6 +78,15 @@ class ClientMetrics:
             self._metrics.retrieval_inputs.labels(model).inc(inputs)
             self._metrics.e2e_latency.labels(model).observe(seconds)
 
+    def transcribed(self, seconds: float, audio_seconds: float, tokens: int) -> None:
+        """A transcription or translation answered: its latency, audio and text tokens."""
+        if self._metrics:
+            model = self._model
+            self._metrics.requests.labels(model, "stop").inc()
+            self._metrics.generation_tokens.labels(model).inc(tokens)
+            self._metrics.audio_seconds.labels(model).inc(audio_seconds)
+            self._metrics.e2e_latency.labels(model).observe(seconds)
+
     def cancelled(self, stream: RequestStream) -> None:
         stream.finish_reason = "cancelled"
         if self._metrics:

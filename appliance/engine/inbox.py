@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import time
 
-from appliance.engine.messages import Cancel, Detokenize, Embed, Rerank, Submit, Tokenize
+from appliance.engine.messages import Cancel, Detokenize, Embed, Rerank, Submit, Tokenize, Transcribe
 
 __all__ = ["Inbox"]
 
@@ -52,6 +52,6 @@ class Inbox:
             # Every command of this request was taken before it: nothing left to skip.
             self._cancelled.discard(command.request_id)
             return True
-        if isinstance(command, Submit | Tokenize | Detokenize | Embed | Rerank):
+        if isinstance(command, Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe):
             return command.request_id not in self._cancelled
         return True

@@ -1,10 +1,10 @@
 """The channel between the server process and an engine process: msgspec-encoded messages.
 
-Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Shutdown`.
-Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of per-request events (`Accepted`,
-`Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`, `Embedded`, `Reranked`) and engine
-`Stats`. Each message is one
-`send_bytes` frame, except a Submit with images, whose pixels follow in raw frames
+Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Transcribe`,
+`Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of per-request events
+(`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`, `Embedded`, `Reranked`,
+`Transcribed`) and engine `Stats`. Each message is one `send_bytes` frame, except a Submit with
+images, whose pixels follow in raw frames, and a Transcribe, whose samples follow in one
 (`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
 one `Finished` per sequence, told apart by `index`.
 """
@@ -42,6 +42,9 @@ __all__ = [
     "TokenPrompt",
     "Tokenize",
     "Tokenized",
+    "Transcribe",
+    "TranscribeOptions",
+    "Transcribed",
     "decode_from_engine",
     "ToEngineDecoder",
     "decode_to_engine",
@@ -174,7 +177,34 @@ class Rerank(msgspec.Struct, frozen=True, tag="rerank"):
     documents: list[str]
 
 
-ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Shutdown
+class TranscribeOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """What a transcription asks of Whisper (validated by the service layer)."""
+
+    task: Literal["transcribe", "translate"] = "transcribe"
+    language: str | None = None
+    """An ISO 639-1 code the model knows (None: the model detects it, or English-only)."""
+    prompt: str = ""
+    """Text the model reads as what came before the audio (OpenAI's `prompt`: spellings, style)."""
+    temperature: float = 0.0
+    """0: greedy decoding; above: sampling at this temperature."""
+    segments: bool = False
+    """Return the text's segments with their times."""
+    words: bool = False
+    """Return each word with its time (the graph's `speech.word_timestamps`)."""
+    stream: bool = False
+    """Send the text as it is decoded, in `Delta`s, before `Transcribed`."""
+
+
+class Transcribe(msgspec.Struct, frozen=True, tag="transcribe"):
+    """Transcribe (or translate) audio (speech-to-text graphs). Its samples, 16 kHz mono float32,
+    travel in the raw frame that follows (`samples` is then empty)."""
+
+    request_id: int
+    options: TranscribeOptions
+    samples: bytes = b""
+
+
+ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Transcribe | Shutdown
 
 
 class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
@@ -258,7 +288,19 @@ class Reranked(msgspec.Struct, frozen=True, tag="reranked"):
     prompt_tokens: int
 
 
-EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked
+class Transcribed(msgspec.Struct, frozen=True, tag="transcribed"):
+    """A transcription's result: the whole text, its segments and words as (start, end, text) in
+    seconds when asked for, the language (ISO code; "" when not known) and the tokens decoded."""
+
+    request_id: int
+    text: str
+    segments: list[tuple[float, float, str]] = []
+    words: list[tuple[float, float, str]] = []
+    language: str = ""
+    tokens: int = 0
+
+
+EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked | Transcribed
 
 
 class Batch(msgspec.Struct, frozen=True, tag="batch"):
@@ -325,8 +367,11 @@ def _image_submit(message: object) -> bool:
 
 def encode_to_engine(message: ToEngine) -> list[bytes | memoryview]:
     """The frames of `message`: one msgpack frame, then, for a Submit with images, one raw frame of
-    pixels per image. The pixels go into the pipe as they are: msgpack-encoding them would copy
-    megabytes on the event loop while holding the GIL (~30 ms for a 12 MP photo)."""
+    pixels per image, for a Transcribe one of samples. They go into the pipe as they are:
+    msgpack-encoding them would copy megabytes on the event loop while holding the GIL (~30 ms for
+    a 12 MP photo)."""
+    if isinstance(message, Transcribe):
+        return [encoder.encode(msgspec.structs.replace(message, samples=b"")), message.samples]
     if not _image_submit(message):
         return [encoder.encode(message)]
     images = message.prompt.images
@@ -339,16 +384,19 @@ class ToEngineDecoder:
     """Reassembles the messages `encode_to_engine` framed; `feed` returns each once complete."""
 
     def __init__(self) -> None:
-        self._pending: Submit | None = None
+        self._pending: Submit | Transcribe | None = None
         self._pixels: list[memoryview] = []
 
     def feed(self, frame: bytes) -> ToEngine | None:
         if self._pending is None:
             message = _to_engine.decode(frame)
-            if not _image_submit(message):
+            if not (_image_submit(message) or isinstance(message, Transcribe)):
                 return message
             self._pending, self._pixels = message, []
             return None
+        if isinstance(self._pending, Transcribe):
+            transcribe, self._pending = self._pending, None
+            return msgspec.structs.replace(transcribe, samples=frame)
         self._pixels.append(memoryview(frame))
         submit = self._pending
         images = submit.prompt.images

@@ -7,7 +7,8 @@ events go back in `Batch` frames.
 
 Continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`, as an add_request/step loop with
 one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`;
-embedding and rerank graphs in `retrieval.py`, texts of many requests batched into each call.
+embedding and rerank graphs in `retrieval.py`, texts of many requests batched into each call;
+speech-to-text graphs in `speech.py`, one transcription at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from appliance.logs import LogFormat, configure_logging
 if TYPE_CHECKING:
     from appliance.engine.base import Engine
     from appliance.engine.retrieval import RetrievalEngine
+    from appliance.engine.speech import SpeechEngine
 
 __all__ = ["main"]
 
@@ -56,7 +58,11 @@ def main(
         if graph.retrieval is not None:
             from appliance.engine.retrieval import RetrievalEngine
 
-            engine: Engine | RetrievalEngine = RetrievalEngine(graph)
+            engine: Engine | RetrievalEngine | SpeechEngine = RetrievalEngine(graph)
+        elif graph.task == "transcribe":
+            from appliance.engine.speech import SpeechEngine
+
+            engine = SpeechEngine(graph)
         else:
             # Imported here, in the engine process: they load OpenVINO GenAI, which the server
             # process (where `EngineClient` names this function as the spawn target) never needs.
@@ -79,9 +85,11 @@ def main(
         raise SystemExit(1) from None
 
 
-def _ready(graph: Graph, engine: Engine | RetrievalEngine, load_seconds: float) -> Ready:
+def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine, load_seconds: float) -> Ready:
     if graph.retrieval is not None:
         return Ready(max_context=engine.max_context, load_seconds=load_seconds, embedding_size=engine.embedding_size)
+    if graph.task == "transcribe":
+        return Ready(max_context=engine.max_context, load_seconds=load_seconds)
     vision = engine.requests.vision
     tools = template_tools(
         engine.tokenizer.chat_template or "", frozenset() if graph.gguf else special_tokens(graph.model_dir)

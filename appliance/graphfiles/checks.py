@@ -15,6 +15,7 @@ from appliance.errors import ConfigError
 from appliance.graphfiles.gguf import GGUFError, check_loadable, frontend_reader_available, read_header
 from appliance.graphfiles.load import duplicate_names, graph_files, load_graph
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
+from appliance.graphfiles.speech import SPEECH_FILES
 
 __all__ = ["check_device", "check_model", "prepare_graphs", "review_graphs"]
 
@@ -78,6 +79,9 @@ def check_model(graph: Graph) -> None:
 
 
 def _check_model_folder(graph: Graph) -> None:
+    if graph.speech_facts is not None:
+        _check_speech_folder(graph)
+        return
     model_ir = graph.model_dir / "openvino_model.xml"
     vlm_ir = graph.model_dir / "openvino_language_model.xml"
     # Embedding and rerank pipelines only tokenize: no detokenizer is needed.
@@ -100,6 +104,15 @@ def _check_model_folder(graph: Graph) -> None:
         raise ConfigError(
             f"{graph.source}: `pipeline` is {graph.pipeline} but {graph.model_dir} holds a vision-language model "
             f"(use {graph.pipeline.replace('LM', 'VLM', 1)} or AUTO)"
+        )
+
+
+def _check_speech_folder(graph: Graph) -> None:
+    missing = [name for name in SPEECH_FILES if not (graph.model_dir / name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"{graph.source}: {graph.model_dir} has no {', '.join(missing)}: not a Whisper export for "
+            "OpenVINO GenAI's WhisperPipeline (export it with optimum-intel, tokenizer included: see `appliance export`)"
         )
 
 

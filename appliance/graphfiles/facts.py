@@ -97,11 +97,20 @@ class ModelFacts:
 
 
 def read_facts(
-    model_path: Path, *, gguf: bool, task: Literal["generate", "embed", "rerank"], accepts_images: bool, max_length: int
+    model_path: Path,
+    *,
+    gguf: bool,
+    task: Literal["generate", "embed", "rerank", "transcribe"],
+    accepts_images: bool,
+    max_length: int,
 ) -> ModelFacts:
     """The facts of the model at `model_path` (an IR folder or a GGUF file), defaults where its
     files say nothing; never raises. `max_length`: an embedding or rerank graph's tokens per text
-    (`RetrievalConfig.max_length`, already resolved from its settings and files)."""
+    (`RetrievalConfig.max_length`, already resolved from its settings and files), a speech graph's
+    text tokens per window (`SpeechFacts.text_tokens`)."""
+    if task == "transcribe":
+        source = "text tokens per 30 s window: config.json max_target_positions, else Whisper's"
+        return ModelFacts(max_length, source, TemplateTools(False, False, None), "")
     if task != "generate":
         context = (max_length, "per text: [embedding] max_length, else the model's files")
         size = _embedding_size(model_path) if task == "embed" else (0, "")

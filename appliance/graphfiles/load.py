@@ -22,6 +22,7 @@ from appliance.graphfiles.schema import (
     RetrievalSettings,
     SchedulerOverrides,
     SchedulerSettings,
+    SpeechSettings,
     is_npu,
 )
 
@@ -61,6 +62,7 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     _check_stateful(path, graph)
     _check_plugin_config(path, graph)
     _check_retrieval(path, graph)
+    _check_speech(path, graph)
     return graph
 
 
@@ -71,10 +73,39 @@ def _check_retrieval(path: Path, graph: Graph) -> None:
                 f"{path}: `[embedding]` applies to embedding and rerank graphs only (`pipeline` TEXT_EMBEDDING or TEXT_RERANK)"
             )
         return
+    _check_not_generative(path, graph)
+    retrieval = graph.retrieval
+    if retrieval is not None and graph.pipeline_kind == "TEXT_RERANK" and graph.embedding.dimensions:
+        raise ConfigError(f"{path}: `embedding.dimensions` applies to embedding graphs (a reranker gives scores)")
+    size = graph.facts.embedding_size
+    longer = [dimensions for dimensions in graph.embedding.dimensions if size and dimensions > size]
+    if longer:
+        raise ConfigError(
+            f"{path}: `embedding.dimensions` {longer[0]} is longer than the model's vectors ({size} dimensions, "
+            f"from its {graph.facts.embedding_size_source}): only shorter sizes can be cut from them"
+        )
+
+
+def _check_speech(path: Path, graph: Graph) -> None:
+    facts = graph.speech_facts
+    if facts is None:
+        if graph.speech != SpeechSettings():
+            raise ConfigError(f"{path}: `[speech]` applies to speech-to-text graphs only (`pipeline` SPEECH_TO_TEXT)")
+        return
+    _check_not_generative(path, graph)
+    if graph.speech.word_timestamps and not facts.alignment_heads:
+        raise ConfigError(
+            f"{path}: `speech.word_timestamps` needs the model's alignment heads, which its "
+            "generation_config.json does not give (`alignment_heads`)"
+        )
+
+
+def _check_not_generative(path: Path, graph: Graph) -> None:
+    """An embedding, rerank or speech graph: an IR folder, and no generation settings."""
     if graph.gguf:
         raise ConfigError(
             f"{path}: `pipeline` is {graph.pipeline_kind} but {graph.model_dir} is a GGUF file: OpenVINO GenAI "
-            "reads embedding and rerank models from an OpenVINO IR folder (see `appliance export`)"
+            "reads embedding, rerank and speech models from an OpenVINO IR folder (see `appliance export`)"
         )
     generation_only = [
         key
@@ -90,16 +121,6 @@ def _check_retrieval(path: Path, graph: Graph) -> None:
     if generation_only:
         raise ConfigError(
             f"{path}: `{generation_only[0]}` applies to generative graphs; this one is {graph.pipeline_kind}"
-        )
-    retrieval = graph.retrieval
-    if retrieval is not None and graph.pipeline_kind == "TEXT_RERANK" and graph.embedding.dimensions:
-        raise ConfigError(f"{path}: `embedding.dimensions` applies to embedding graphs (a reranker gives scores)")
-    size = graph.facts.embedding_size
-    longer = [dimensions for dimensions in graph.embedding.dimensions if size and dimensions > size]
-    if longer:
-        raise ConfigError(
-            f"{path}: `embedding.dimensions` {longer[0]} is longer than the model's vectors ({size} dimensions, "
-            f"from its {graph.facts.embedding_size_source}): only shorter sizes can be cut from them"
         )
 
 

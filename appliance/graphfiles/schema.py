@@ -15,6 +15,7 @@ import msgspec
 
 from appliance.graphfiles.facts import ModelFacts, read_facts
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
+from appliance.graphfiles.speech import SpeechFacts, SpeechSettings, is_whisper, read_speech_facts
 
 __all__ = [
     "GGUF_SUFFIX",
@@ -27,6 +28,7 @@ __all__ = [
     "SchedulerSettings",
     "SchedulerOverrides",
     "SpeculativeSettings",
+    "SpeechSettings",
     "is_npu",
 ]
 
@@ -47,7 +49,8 @@ STATEFUL_PROPERTIES = ("MAX_PROMPT_LEN", "MIN_RESPONSE_LEN")
 """plugin_config keys read by the stateful pipeline itself, not by a device plugin."""
 RETRIEVAL_KINDS = ("TEXT_EMBEDDING", "TEXT_RERANK")
 """Pipelines that turn text into vectors or scores: nothing is generated."""
-PipelineKind = Literal["LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK"]
+PipelineKind = Literal["LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT"]
+Task = Literal["generate", "embed", "rerank", "transcribe"]
 
 
 class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -206,14 +209,17 @@ class Graph(_Config, dict=True):
     """Folder with the OpenVINO IR, or a `.gguf` file (text models), relative to the graph file's
     directory unless absolute."""
     device: str = "CPU"
-    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK"] = "AUTO"
+    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT"] = (
+        "AUTO"
+    )
     """LM_CB: text model; VLM_CB: vision-language model (images in chat); both run continuous
     batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
     GPU it trades throughput for a smaller footprint). TEXT_EMBEDDING: an embedding model
-    (`/v1/embeddings`); TEXT_RERANK: a cross-encoder (`/v1/rerank`). AUTO: TEXT_EMBEDDING when the
-    folder holds sentence-transformers' `modules.json`, TEXT_RERANK for a `*ForSequenceClassification`
-    model, VLM when it holds a vision encoder, else LM (always LM for a GGUF file); continuous
-    batching except on NPU."""
+    (`/v1/embeddings`); TEXT_RERANK: a cross-encoder (`/v1/rerank`); SPEECH_TO_TEXT: a Whisper model
+    (`/v1/audio/transcriptions`, `/v1/audio/translations`). AUTO: TEXT_EMBEDDING when the folder
+    holds sentence-transformers' `modules.json`, TEXT_RERANK for a `*ForSequenceClassification`
+    model, SPEECH_TO_TEXT for a Whisper model, VLM when it holds a vision encoder, else LM (always
+    LM for a GGUF file); continuous batching except on NPU."""
     description: str = ""
     aliases: tuple[ModelName, ...] = ()
     """Other names requests may use for this model, e.g. the placeholder a client sends when it
@@ -242,6 +248,7 @@ class Graph(_Config, dict=True):
     defaults: GenerationDefaults = GenerationDefaults()
     limits: Limits = Limits()
     embedding: RetrievalSettings = RetrievalSettings()
+    speech: SpeechSettings = SpeechSettings()
     draft_model_path: str | None = None
     """Speculative decoding: folder of a draft model exported with the same tokenizer (relative to
     the graph file's directory unless absolute)."""
@@ -285,7 +292,7 @@ class Graph(_Config, dict=True):
         self.__dict__["_gguf"] = gguf
         kind = self.pipeline
         if kind == "AUTO" and not gguf:
-            kind = retrieval_kind(model_dir) or kind
+            kind = retrieval_kind(model_dir) or ("SPEECH_TO_TEXT" if is_whisper(model_dir) else kind)
         if kind == "AUTO":
             kind = "VLM" if not gguf and (model_dir / VISION_ENCODER_IR).is_file() else "LM"
             # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
@@ -293,12 +300,13 @@ class Graph(_Config, dict=True):
         self.__dict__["_pipeline_kind"] = kind
         retrieval = resolve(self.embedding, model_dir) if kind in RETRIEVAL_KINDS else None
         self.__dict__["_retrieval"] = retrieval
+        speech = self.__dict__["_speech"] = read_speech_facts(model_dir) if kind == "SPEECH_TO_TEXT" else None
         self.__dict__["_facts"] = read_facts(
             model_dir,
             gguf=gguf,
             task=self.task,
             accepts_images=self.accepts_images,
-            max_length=retrieval.max_length if retrieval is not None else 0,
+            max_length=retrieval.max_length if retrieval is not None else speech.text_tokens if speech else 0,
         )
 
     @property
@@ -307,15 +315,22 @@ class Graph(_Config, dict=True):
         return self.__dict__["_pipeline_kind"]
 
     @property
-    def task(self) -> Literal["generate", "embed", "rerank"]:
-        """What requests the model serves: generation (chat, completions...), embeddings, rerank."""
-        return {"TEXT_EMBEDDING": "embed", "TEXT_RERANK": "rerank"}.get(self.pipeline_kind, "generate")
+    def task(self) -> Task:
+        """What requests the model serves: generation (chat, completions...), embeddings, rerank,
+        transcription (and translation)."""
+        kinds: dict[str, Task] = {"TEXT_EMBEDDING": "embed", "TEXT_RERANK": "rerank", "SPEECH_TO_TEXT": "transcribe"}
+        return kinds.get(self.pipeline_kind, "generate")
 
     @property
     def retrieval(self) -> RetrievalConfig | None:
         """Embedding and rerank graphs: `[embedding]` with what it leaves out taken from the model's
         own files (None for generative graphs)."""
         return self.__dict__["_retrieval"]
+
+    @property
+    def speech_facts(self) -> SpeechFacts | None:
+        """Speech-to-text graphs: what the Whisper model's files say (None for the others)."""
+        return self.__dict__["_speech"]
 
     @property
     def facts(self) -> ModelFacts:
@@ -330,7 +345,7 @@ class Graph(_Config, dict=True):
         text): `limits.max_context`, else the model's own (`facts.context`); on NPU at most what
         its KV cache is compiled for. Every prompt bound of the server and the engine's own
         context check use this number, known before the model loads."""
-        if self.retrieval is not None:
+        if self.retrieval is not None or self.task == "transcribe":
             return self.facts.context
         context = self.limits.max_context or self.facts.context
         if self.stateful and is_npu(self.device):

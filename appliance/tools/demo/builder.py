@@ -17,7 +17,7 @@ from .export import build_model, key_files  # light at import: torch & co. load 
 from .graph import write_graph
 from .recipes import DemoRecipe, PackagedEncoderSpec, PackagedGGUFSpec, PackagedWhisperSpec, get_recipe
 
-DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank")
+DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank", "demo-whisper")
 """What `appliance demo DIR` (and so `./run.sh`) builds. The retrieval pair adds about 15 s to a
 first build on 2 cores: all-MiniLM-L6-v2 exported from its wheel, a tiny random cross-encoder."""
 

@@ -71,6 +71,8 @@ def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
     elif g.limits:
         lines += ["", "[limits]"]
     lines += [f"{key} = {val(value)}" for key, value in g.limits.items()]
+    if g.speech:
+        lines += ["", "[speech]", *(f"{key} = {val(value)}" for key, value in g.speech.items())]
     if g.plugin_config:
         lines += ["", "[plugin_config]", *(f"{key} = {val(value)}" for key, value in g.plugin_config.items())]
     return "\n".join(lines) + "\n"

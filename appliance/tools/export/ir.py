@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, DEFAULT_MIN_RESPONSE_LEN, is_npu
+from appliance.graphfiles.speech import SPEECH_FILES, is_whisper
 from appliance.tools.export.hub_source import SourceError, hub_environment
 
 __all__ = ["WEIGHT_FORMATS", "ExportError", "check_model", "export_model", "render_graph"]
@@ -77,15 +78,17 @@ def export_model(
     shutil.rmtree(staging, ignore_errors=True)
     started = time.monotonic()
     task = task or _infer_local_task(Path(source))
-    retrieval = RETRIEVAL_TASKS.get(task or "")
+    kind = RETRIEVAL_TASKS.get(task or "")
     try:
         log(f"[1/3] exporting {source} with optimum-intel ({weight_format} weights) ...")
         _run_optimum_cli(source, staging, weight_format, task, trust_remote_code, log, npu=is_npu(device), env=hub_env)
-        if retrieval is not None:
+        if kind is not None:
             _copy_sentence_transformers_files(Path(source), staging)
         log("[2/3] checking the exported model ...")
+        if kind is None and is_whisper(staging):
+            kind = "SPEECH_TO_TEXT"
         # Checked on the CPU, which every box has; the graph still names the device asked for.
-        log(f"      {check_retrieval_model(staging, retrieval) if retrieval else check_model(staging, 'CPU')}")
+        log(f"      {_check(staging, kind)}")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     finally:
@@ -94,7 +97,7 @@ def export_model(
     graphs_dir.mkdir(parents=True, exist_ok=True)
     graph_path.write_text(
         render_graph(
-            name, source, target, graphs_dir, device, weight_format, max_prompt_len=max_prompt_len, pipeline=retrieval
+            name, source, target, graphs_dir, device, weight_format, max_prompt_len=max_prompt_len, pipeline=kind
         ),
         encoding="utf-8",
     )
@@ -162,6 +165,8 @@ def _infer_local_task(folder: Path) -> str | None:
         return None  # a hub id, or a folder optimum will report on
     if "vision_config" in config:
         return "image-text-to-text"
+    if config.get("model_type") == "whisper":
+        return "automatic-speech-recognition-with-past"
     architectures = config.get("architectures") or []
     if any(arch.endswith("ForCausalLM") for arch in architectures):
         return "text-generation-with-past"
@@ -177,6 +182,25 @@ def _copy_sentence_transformers_files(source: Path, out: Path) -> None:
         if (source / file).is_file():
             (out / file).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / file, out / file)
+
+
+def _check(model_dir: Path, pipeline: str | None) -> str:
+    if pipeline == "SPEECH_TO_TEXT":
+        return check_speech_model(model_dir)
+    return check_retrieval_model(model_dir, pipeline) if pipeline else check_model(model_dir, "CPU")
+
+
+def check_speech_model(model_dir: Path) -> str:
+    """The folder has what WhisperPipeline reads, and it transcribes a second of silence."""
+    from appliance.tools.export.probe import probe_speech_model
+
+    missing = [f for f in SPEECH_FILES if not (model_dir / f).is_file()]
+    if missing:
+        raise ExportError(f"{model_dir}: the export wrote no {', '.join(missing)}")
+    try:
+        return probe_speech_model(model_dir)
+    except RuntimeError as exc:
+        raise ExportError(str(exc)) from exc
 
 
 def check_retrieval_model(model_dir: Path, pipeline: str) -> str:
@@ -231,11 +255,16 @@ def render_graph(
     pipeline: str | None = None,
 ) -> str:
     """The graph file's text; `comment` replaces its first line (what it was exported from);
-    `pipeline`: TEXT_EMBEDDING or TEXT_RERANK for an embedding or rerank model."""
+    `pipeline`: TEXT_EMBEDDING or TEXT_RERANK for an embedding or rerank model, SPEECH_TO_TEXT for
+    a Whisper model."""
     model_path = Path(os.path.relpath(model_dir.resolve(), graphs_dir.resolve())).as_posix()
     head = (
         comment or f"# Exported by `appliance export` from {source} ({weight_format} weights).\n"
     ) + f'name = "{name}"\nmodel_path = "{model_path}"\ndevice = "{device}"\n'
+    if pipeline == "SPEECH_TO_TEXT":
+        return head + (
+            f'pipeline = "{pipeline}"\n# Audio bounds and word timestamps: a [speech] section (docs/speech.md).\n'
+        )
     if pipeline is not None:
         return head + (
             f'pipeline = "{pipeline}"\n'

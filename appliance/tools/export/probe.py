@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["is_vlm_folder", "probe_model", "probe_retrieval_model"]
+__all__ = ["is_vlm_folder", "probe_model", "probe_retrieval_model", "probe_speech_model"]
 
 
 def is_vlm_folder(model_dir: Path) -> bool:
@@ -46,3 +46,14 @@ def probe_retrieval_model(model_dir: Path, pipeline: str) -> str:
         return "TextRerankPipeline on CPU: scores two documents"
     except Exception as exc:  # the library raises plain RuntimeErrors with useful text
         raise RuntimeError(f"{model_dir} does not load or run in OpenVINO GenAI: {exc}") from exc
+
+
+def probe_speech_model(model_dir: Path) -> str:
+    """Load a Whisper model and transcribe a second of silence."""
+    import openvino_genai
+
+    try:
+        openvino_genai.WhisperPipeline(str(model_dir), "CPU").generate([0.0] * 16_000)
+    except Exception as exc:  # the library raises plain RuntimeErrors with useful text
+        raise RuntimeError(f"{model_dir} does not load or transcribe in OpenVINO GenAI: {exc}") from exc
+    return "WhisperPipeline on CPU: transcribes a second of audio"

@@ -1,0 +1,109 @@
+"""`POST /v1/audio/transcriptions` and `/v1/audio/translations` (OpenAI), also under /v3 and bare:
+a multipart form with the audio file, answered in the form's `response_format` or streamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, post
+from litestar.datastructures import UploadFile
+from litestar.exceptions import ClientException
+from litestar.response import Stream
+
+from appliance.api.decoding import convert_form
+from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.profiles import OPERATION, Operation
+from appliance.api.sse import HEADERS, event_stream
+from appliance.errors import InvalidRequest
+from appliance.media.audio import AudioDecoder
+from appliance.protocol.audio import Transcription, TranscriptionVerbose
+from appliance.protocol.transcription_form import TranscriptionForm, TranslationForm
+from appliance.runtime.registry import ModelRegistry
+from appliance.service import speech
+
+__all__ = ["routes"]
+
+MULTIPART = "multipart/form-data"
+_LISTS = ("timestamp_granularities", "include")
+"""Form fields that hold a list: their parts are sent repeated, with brackets or without."""
+_ANSWER = Transcription | TranscriptionVerbose
+
+
+def _operation(summary: str, body: type) -> Operation:
+    return Operation(
+        summary=summary,
+        body=body,
+        media_types=(MULTIPART,),
+        answer=_ANSWER,
+        stream="data: <TranscriptionTextDeltaEvent> events, then data: <TranscriptionTextDoneEvent> and data: [DONE]",
+        errors=(400, 401, 404, 413, 503),
+        statuses=((200, "text/plain for response_format text, srt and vtt"),),
+    )
+
+
+@post(
+    ["/v1/audio/transcriptions", "/v3/audio/transcriptions", "/audio/transcriptions"],
+    status_code=200,
+    opt={OPERATION: _operation("Speech to text in its own language (OpenAI)", TranscriptionForm)},
+)
+async def transcriptions(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
+    return await _serve(request, models, audio, TranscriptionForm, "transcribe")
+
+
+@post(
+    ["/v1/audio/translations", "/v3/audio/translations", "/audio/translations"],
+    status_code=200,
+    opt={OPERATION: _operation("Speech in any language to English text (OpenAI)", TranslationForm)},
+)
+async def translations(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
+    return await _serve(request, models, audio, TranslationForm, "translate")
+
+
+async def _serve(
+    request: Request, models: ModelRegistry, audio: AudioDecoder, kind: type, task: speech.Task
+) -> Response:
+    form = convert_form(await _form_fields(request), kind)
+    record = record_request(form.model, None)
+    engine = models.get(form.model)
+    prepared = await unless_disconnected(request, speech.prepare(engine, form, task, audio))
+    if prepared.options.stream:
+        return Stream(event_stream(speech.stream(engine, prepared)), media_type="text/event-stream", headers=HEADERS)
+    body, media_type, answered = await unless_disconnected(request, speech.answer(engine, prepared))
+    if record is not None:
+        record.streams = [answered]
+    return Response(body, status_code=200, media_type=media_type)
+
+
+async def _form_fields(request: Request) -> dict[str, Any]:
+    """The form's fields as plain values: the file's bytes, a list for a field sent more than once
+    or named with brackets (`include[]`)."""
+    try:
+        form = await request.form()
+    except ClientException as exc:
+        raise InvalidRequest(
+            f"The request body is not a valid multipart form: {exc.detail}.", code="invalid_form"
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidRequest(
+            "A form field holds bytes that are not UTF-8 (a file must be sent as a file part, with a filename).",
+            code="invalid_form",
+        ) from None
+    fields: dict[str, Any] = {}
+    for name, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if name != "file":
+                raise InvalidRequest(f"The form's part {name!r} is a file; only `file` takes one.", param=name)
+            value = await value.read()
+        elif name == "file":
+            raise InvalidRequest("`file` must be sent as a file part (with a filename), not as text.", param="file")
+        listed = name.removesuffix("[]")
+        if listed in _LISTS:  # `include[]=a&include[]=b`, or the bare name repeated
+            fields.setdefault(f"{listed}[]", []).append(value)
+        elif name in fields:
+            raise InvalidRequest(f"The form gives {name!r} more than once.", param=name)
+        else:
+            fields[name] = value
+    return fields
+
+
+routes = [transcriptions, translations]

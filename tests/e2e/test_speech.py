@@ -1,0 +1,283 @@
+"""Speech to text on a real server (issue 41): demo-whisper (OpenAI's whisper tiny.en) transcribes
+espeak-ng's "The capital of France is Paris." through the official `openai` SDK in every response
+format and container, streamed and not; demo-whisper-multi (random weights) translates and takes
+languages; a five-minute file is read in windows; bad uploads are 400s (or 413) beside a neighbour
+chat stream, which loses nothing."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import av
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
+from tests.e2e.neighbour import Neighbour
+from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID, SPEECH, read_wav, word_error_rate
+
+MULTI_MAX_SECONDS = 60
+MULTI_MAX_UPLOAD = 512 * 1024
+SRT_CUE = re.compile(r"^\d+\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\n.+", re.M)
+VTT_CUE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} --> \d\d:\d\d:\d\d\.\d{3}\n.+", re.M)
+
+
+@pytest.fixture(scope="module")
+def server(demo_root: Path, whisper_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    directory = tmp_path_factory.mktemp("speech")
+    graphs = copy_demo_graphs(demo_root, directory / "graphs", ["demo-chat"])
+    copy_demo_graphs(whisper_root, graphs, ["demo-whisper", "demo-whisper-multi"])
+    multi = graphs / "demo-whisper-multi.toml"
+    bounds = f"\n[speech]\nmax_audio_seconds = {MULTI_MAX_SECONDS}\nmax_upload_bytes = {MULTI_MAX_UPLOAD}\n"
+    multi.write_text(multi.read_text() + bounds)
+    with running_server(graphs, directory / "server.log") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server: RunningServer) -> openai.OpenAI:
+    return server.client(timeout=300)
+
+
+@pytest.fixture(scope="module")
+def samples() -> np.ndarray:
+    return read_wav(SPEECH)
+
+
+def encoded(samples: np.ndarray, container: str, codec: str, rate: int = 16000) -> bytes:
+    """`samples` (16 kHz mono float) written by PyAV as `container`/`codec` at `rate`."""
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format=container) as output:
+        stream = output.add_stream(codec, rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
+        frame.sample_rate = 16000
+        resampler = av.AudioResampler(format=stream.format.name, layout="mono", rate=rate)
+        for resampled in [*resampler.resample(frame), *resampler.resample(None)]:
+            for packet in stream.encode(resampled):
+                output.mux(packet)
+        for packet in stream.encode(None):
+            output.mux(packet)
+    return buffer.getvalue()
+
+
+def post(server: RunningServer, path: str, files: dict, data: dict | list | None = None) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/audio/{path}", files=files, data=data, timeout=300)
+
+
+def test_transcribes_real_speech_with_the_sdk(client: openai.OpenAI) -> None:
+    with SPEECH.open("rb") as file:
+        result = client.audio.transcriptions.create(model="demo-whisper", file=file)
+    print("demo-whisper heard:", result.text)
+    assert word_error_rate(SAID, result.text) <= MAX_WORD_ERROR_RATE
+    assert result.usage is not None and result.usage.type == "duration"
+
+
+@pytest.mark.parametrize(
+    ("container", "codec", "suffix"),
+    [
+        ("mp3", "libmp3lame", "mp3"),
+        ("ogg", "libopus", "ogg"),
+        ("flac", "flac", "flac"),
+        ("ipod", "aac", "m4a"),
+        ("webm", "libopus", "webm"),
+        ("ogg", "libvorbis", "ogg"),
+    ],
+)
+def test_every_container(client: openai.OpenAI, samples: np.ndarray, container: str, codec: str, suffix: str) -> None:
+    rate = 48000 if codec == "libopus" else 16000
+    data = encoded(samples, container, codec, rate)
+    result = client.audio.transcriptions.create(model="demo-whisper", file=(f"speech.{suffix}", data))
+    print(f"{container}/{codec}:", result.text)
+    assert word_error_rate(SAID, result.text) <= MAX_WORD_ERROR_RATE
+
+
+def test_text_srt_and_vtt(client: openai.OpenAI) -> None:
+    text = client.audio.transcriptions.create(model="demo-whisper", file=SPEECH, response_format="text")
+    assert isinstance(text, str) and word_error_rate(SAID, text) <= MAX_WORD_ERROR_RATE
+    srt = client.audio.transcriptions.create(model="demo-whisper", file=SPEECH, response_format="srt")
+    assert SRT_CUE.search(srt), srt
+    assert word_error_rate(SAID, " ".join(SRT_CUE.findall(srt))) <= 1, srt
+    vtt = client.audio.transcriptions.create(model="demo-whisper", file=SPEECH, response_format="vtt")
+    assert vtt.startswith("WEBVTT") and VTT_CUE.search(vtt), vtt
+
+
+def test_verbose_json_segments_and_words(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(
+        model="demo-whisper",
+        file=SPEECH,
+        response_format="verbose_json",
+        timestamp_granularities=["word", "segment"],
+    )
+    assert result.language == "english"
+    assert result.duration == pytest.approx(len(read_wav(SPEECH)) / 16000, abs=0.01)
+    assert result.segments and result.segments[0].start >= 0 and result.segments[-1].end <= result.duration + 0.5
+    said = [word.word.strip(".").lower() for word in result.words]
+    print("words:", [(w.word, w.start, w.end) for w in result.words])
+    assert "paris" in said and "capital" in said
+    starts = [word.start for word in result.words]
+    assert starts == sorted(starts) and all(word.end >= word.start for word in result.words)
+
+
+def test_stream_deltas_join_to_the_final_text(client: openai.OpenAI) -> None:
+    events = list(client.audio.transcriptions.create(model="demo-whisper", file=SPEECH, stream=True))
+    deltas = [event.delta for event in events if event.type == "transcript.text.delta"]
+    done = [event for event in events if event.type == "transcript.text.done"]
+    assert len(done) == 1 and deltas
+    assert "".join(deltas).strip() == done[0].text.strip()
+    assert word_error_rate(SAID, done[0].text) <= MAX_WORD_ERROR_RATE
+
+
+def test_prompt_and_language(client: openai.OpenAI) -> None:
+    result = client.audio.transcriptions.create(
+        model="demo-whisper", file=SPEECH, language="en", prompt="Geography quiz: capitals of Europe."
+    )
+    assert word_error_rate(SAID, result.text) <= MAX_WORD_ERROR_RATE
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.audio.transcriptions.create(model="demo-whisper", file=SPEECH, language="fr")
+    assert refused.value.body["param"] == "language"
+
+
+def test_translation_on_the_multilingual_model(client: openai.OpenAI) -> None:
+    result = client.audio.translations.create(model="demo-whisper-multi", file=SPEECH, response_format="verbose_json")
+    assert result.language == "english" and isinstance(result.text, str)
+    german = client.audio.transcriptions.create(model="demo-whisper-multi", file=SPEECH, language="de")
+    assert isinstance(german.text, str)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.audio.translations.create(model="demo-whisper", file=SPEECH)
+    assert refused.value.body["param"] == "model"
+
+
+def test_five_minutes_in_windows(client: openai.OpenAI, samples: np.ndarray) -> None:
+    gap = np.zeros(16000, dtype=np.float32)
+    repeats = int(300 / (len(samples) / 16000 + 1)) + 1
+    long = np.concatenate([np.concatenate([samples, gap])] * repeats)
+    assert len(long) / 16000 >= 300
+    result = client.audio.transcriptions.create(
+        model="demo-whisper", file=("long.flac", encoded(long, "flac", "flac")), response_format="verbose_json"
+    )
+    heard = result.text.lower().count("paris")
+    print(f"{len(long) / 16000:.0f} s: {repeats} sayings, 'paris' heard {heard} times, {len(result.segments)} segments")
+    assert heard >= 0.9 * repeats
+    assert result.segments[-1].end > 270
+
+
+def test_concurrent_requests_all_answered(client: openai.OpenAI) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        texts = list(
+            pool.map(lambda _: client.audio.transcriptions.create(model="demo-whisper", file=SPEECH).text, range(4))
+        )
+    assert all(word_error_rate(SAID, text) <= MAX_WORD_ERROR_RATE for text in texts)
+
+
+def test_bad_uploads_are_400s_beside_a_neighbour(server: RunningServer, samples: np.ndarray) -> None:
+    mp3 = encoded(samples, "mp3", "libmp3lame")
+    not_audio = (Path(__file__).resolve().parents[1] / "data" / "schema_corpus.json").read_bytes()[:2000]
+    long = np.zeros(16000 * (MULTI_MAX_SECONDS + 5), dtype=np.float32)
+    cases = [
+        (
+            "transcriptions",
+            {"file": ("x.wav", b"RIFF\x00\x00not audio at all" * 10)},
+            {"model": "demo-whisper"},
+            400,
+            "invalid_audio",
+        ),
+        ("transcriptions", {"file": ("x.json", not_audio)}, {"model": "demo-whisper"}, 400, "invalid_audio"),
+        ("transcriptions", {"file": ("x.wav", b"")}, {"model": "demo-whisper"}, 400, None),
+        (
+            "transcriptions",
+            {"file": ("x.mp3", mp3[: len(mp3) // 3])},
+            {"model": "demo-whisper"},
+            400,
+            "truncated_audio",
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-chat"},
+            400,
+            "model_not_supported",
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.flac", encoded(long, "flac", "flac"))},
+            {"model": "demo-whisper-multi"},
+            400,
+            "audio_too_long",
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", b"\x00" * (MULTI_MAX_UPLOAD + 1))},
+            {"model": "demo-whisper-multi"},
+            413,
+            None,
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "response_format": "srt", "stream": "true"},
+            400,
+            "unsupported_value",
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "prompt": "<|fr|> hi"},
+            400,
+            None,
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "include[]": "logprobs"},
+            400,
+            "unsupported_value",
+        ),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "temperature": "hot"},
+            400,
+            "invalid_value",
+        ),
+        ("transcriptions", {"file": ("x.wav", SPEECH.read_bytes())}, {"model": "nobody"}, 404, None),
+        ("translations", {"file": ("x.wav", SPEECH.read_bytes())}, {}, 400, "missing_required_parameter"),
+    ]
+    with Neighbour(server.url) as neighbour:
+        for path, files, data, status, code in cases:
+            answer = post(server, path, files, data)
+            assert answer.status_code == status, (data, answer.text)
+            error = answer.json()["error"]
+            assert error["message"]
+            if code is not None:
+                assert error["code"] == code, (data, error)
+        no_file = httpx.post(f"{server.url}/v1/audio/transcriptions", data={"model": "demo-whisper"}, timeout=60)
+        assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+        as_text = httpx.post(
+            f"{server.url}/v1/audio/transcriptions",
+            content=b'{"model": "demo-whisper"}',
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        )
+        assert as_text.status_code == 415
+    neighbour.assert_unharmed()
+    # The speech model serves on.
+    answer = post(server, "transcriptions", {"file": ("x.wav", SPEECH.read_bytes())}, {"model": "demo-whisper"})
+    assert answer.status_code == 200 and word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE
+
+
+def test_listed_and_measured(server: RunningServer) -> None:
+    models = httpx.get(f"{server.url}/v1/models", timeout=10).json()["data"]
+    assert {"demo-whisper", "demo-whisper-multi"} <= {model["id"] for model in models}
+    status = server.model_status("demo-whisper")
+    assert status["state"] == "ready"
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    seconds = [
+        line for line in metrics.splitlines() if line.startswith('appliance_audio_seconds_total{model="demo-whisper"}')
+    ]
+    assert seconds and float(seconds[0].split()[-1]) > 300
