@@ -210,6 +210,14 @@ def test_harmony_channels(chunk: int) -> None:
         "",
         [],
     )
+    # A message the prompt opened: the answer starts inside it.
+    assert split(
+        "Fine.<|end|><|start|>assistant<|channel|>final<|message|>Yes.",
+        "harmony",
+        None,
+        chunk,
+        "<|start|>assistant<|channel|>analysis<|message|>",
+    ) == ("Fine.", "Yes.", [])
     # Text that is not harmony (special tokens skipped, another model) is content as it is.
     assert split("analysisHello", "harmony", None, chunk) == ("", "analysisHello", [])
 

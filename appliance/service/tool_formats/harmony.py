@@ -17,8 +17,9 @@ call per turn: a forced call is one call.
 `HarmonyChannels` splits the messages (the reasoning parser `harmony`, also used whenever the
 tool parser is harmony): reasoning out, content out, each call passed on as one canonical
 `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>` for `Harmony`,
-the call format, to read. Text that does not start as a harmony message is content, unchanged.
-Header markup never reaches either part.
+the call format, to read. Text that does not start as a harmony message is content, unchanged;
+a prompt that ends inside a message's header (`...<|channel|>final<|message|>`) starts the
+answer in that message. Header markup never reaches either part.
 """
 
 from __future__ import annotations
@@ -98,6 +99,12 @@ class HarmonyChannels:
         self._pending = ""
         self._route = ""  # "reasoning", "content" or "call"
         self._call_name = ""
+        if prompt_tail.endswith(MESSAGE):
+            # The prompt already opened a message (a template that prefills a channel): the answer
+            # starts inside it, routed by the header the prompt wrote.
+            header = prompt_tail[: -len(MESSAGE)]
+            self._open(header[max(header.rfind(START), header.rfind(CHANNEL), 0) :])
+            self._state = "body"
 
     def feed(self, text: str) -> tuple[str, str]:
         self._pending += text
