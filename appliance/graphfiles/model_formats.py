@@ -11,12 +11,13 @@ tokenizer holds `<|tool_call|>`). Rules, first match wins:
 |---|---|---|
 | `<|channel|>` with `<|call|>` or `to=functions.` (gpt-oss) | harmony | harmony |
 | `<function=` and `<parameter=` (Qwen3-Coder) | qwen3_coder | |
+| `<arg_key>` (GLM-4.5, 4.6, 4.7) | glm45 | |
 | `tool▁calls▁begin` (DeepSeek-R1 and its distills) | deepseek_r1 | |
 | `<tool_call>` (Hermes, Qwen 2.5/3) | hermes | |
 | `[TOOL_CALLS]` (Mistral, Devstral) | mistral | |
 | `<|python_tag|>` or `"parameters": dictionary` (Llama 3.x) | llama3_json | |
 | special tokens `<|tool_call|>` and `<|/tool_call|>` (Phi-4-mini) | phi4_mini | |
-| `<think>` in the template (Qwen3, DeepSeek-R1, QwQ) | | think |
+| `<think>` in the template (Qwen3, DeepSeek-R1, QwQ, GLM-4.5) | | think |
 
 Tokens alone never choose `think`: Qwen3-Coder's tokenizer holds `<think>` but the model does not
 reason. Gemma 4's `<|tool_call>call:...` calls are recognised and named, but no parser here reads
@@ -52,6 +53,7 @@ _TOOL_RULES: tuple[tuple[str, str, str], ...] = (
         "harmony channels `<|channel|>`",
     ),
     ("qwen3_coder", r"<function=[\s\S]*<parameter=", "XML calls `<function=...><parameter=...>`"),
+    ("glm45", r"<arg_key>", "`<tool_call>NAME<arg_key>...`"),
     ("deepseek_r1", r"tool▁calls▁begin", "`<｜tool▁calls▁begin｜>`"),
     ("hermes", r"<tool_call>", "`<tool_call>`"),
     ("mistral", r"\[TOOL_CALLS\]", "`[TOOL_CALLS]`"),

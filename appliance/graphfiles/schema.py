@@ -225,11 +225,13 @@ class Graph(_Config, dict=True):
     """Other names requests may use for this model, e.g. the placeholder a client sends when it
     does not ask for a model (Hugging Face's InferenceClient: "tgi", or "dummy" for a URL)."""
     tool_parser: (
-        Literal["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "deepseek_r1", "harmony"] | None
+        Literal["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "glm45", "deepseek_r1", "harmony"]
+        | None
     ) = None
     """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Hermes, Qwen 2.5/3),
     llama3_json (`{"name": ..., "parameters": ...}`), mistral (`[TOOL_CALLS][...]`), phi4_mini
     (`<|tool_call|>[...]<|/tool_call|>`), qwen3_coder (`<tool_call><function=...><parameter=...>`),
+    glm45 (`<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value></tool_call>`),
     deepseek_r1 (`<｜tool▁calls▁begin｜>...`), harmony (gpt-oss: `commentary to=functions.NAME`).
     None: the format the chat template (or the tokenizer's tokens) shows, else hermes taught by
     the appliance's own tool prompt (docs/models.md)."""

@@ -1,7 +1,7 @@
 """Tool calls: the graph's call format reads them out of the model's text, streamed or whole, and
 writes the grammar that forces one (tool_choice `required` or a named function).
 
-The formats themselves (hermes, llama3_json, mistral, phi4_mini, qwen3_coder, deepseek_r1,
+The formats themselves (hermes, llama3_json, mistral, phi4_mini, qwen3_coder, glm45, deepseek_r1,
 harmony) live in `service.tool_formats`, one module per family's way of writing calls.
 
 A complete block that does not parse as a call stays in `content`. A call the answer ends inside

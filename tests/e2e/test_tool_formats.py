@@ -23,6 +23,7 @@ from tests.e2e.test_tools import QUESTION, SCHEMAS, TOOLS
 
 GRAPHS = {
     "demo-qwen3-coder": 'tool_parser = "qwen3_coder"',
+    "demo-glm45": 'tool_parser = "glm45"\nreasoning_parser = "think"',
     "demo-phi4-mini": 'tool_parser = "phi4_mini"',
     "demo-deepseek-r1": 'tool_parser = "deepseek_r1"\nreasoning_parser = "think"',
     "demo-gpt-oss": 'tool_parser = "harmony"\nreasoning_parser = "harmony"',
@@ -50,6 +51,14 @@ SCRIPTS = [
         "",
         "Let me look.\n",
         [("get_weather", {"city": "Oslo", "unit": "celsius", "days": 3})],
+    ),
+    (
+        "demo-glm45",
+        "<think>Oslo, then.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n"
+        "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
+        "Oslo, then.",
+        "",
+        [("get_weather", {"city": "Oslo", "unit": "celsius"})],
     ),
     (
         "demo-phi4-mini",

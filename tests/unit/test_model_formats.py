@@ -65,6 +65,7 @@ FAMILIES = [
     # (template, tool parser, reasoning parser, renders tools, renders tool calls)
     ("qwen3.jinja", "hermes", "think", True, True),
     ("qwen3_coder.jinja", "qwen3_coder", None, True, True),
+    ("glm45.jinja", "glm45", "think", True, True),
     ("phi4_mini.jinja", "phi4_mini", None, False, False),
     ("gpt_oss.jinja", "harmony", "harmony", True, True),
     ("deepseek_r1_distill.jinja", "deepseek_r1", "think", False, True),

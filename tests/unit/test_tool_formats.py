@@ -89,6 +89,23 @@ CASES = [
         "a <b> c <tool_call>\n<function=get_time>\nnot a parameter\n</function>\n</tool_call>",
         [],
     ),
+    # GLM-4.5: key/value tags, typed by the schema; parallel calls; text around them; a cut call dropped.
+    (
+        "glm45",
+        "Checking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n"
+        "<tool_call>get_time\n<arg_key>zone</arg_key>\n<arg_value>Asia/Tokyo</arg_value>\n</tool_call>",
+        "Checking.\n",
+        [PARIS, TOKYO],
+    ),
+    (
+        "glm45",
+        "<tool_call>get_time <arg_key>zone</arg_key> <arg_value>Asia/Tokyo</arg_value> </tool_call> ok",
+        " ok",
+        [TOKYO],
+    ),
+    ("glm45", "<tool_call>get_time\n<arg_key>zone</arg_key>\n<arg_value>Asia/To", "", []),
+    ("glm45", '<tool_call>{"name": "get_time"}</tool_call>', '<tool_call>{"name": "get_time"}</tool_call>', []),
     # Phi-4-mini: a list of calls between its tokens; the closing token may be missing.
     (
         "phi4_mini",
@@ -148,7 +165,7 @@ def test_family_formats_split_content_and_calls(parser: str, text: str, content:
     assert run(parser, text, chunk) == (content, calls)
 
 
-@pytest.mark.parametrize("parser", ["qwen3_coder", "phi4_mini", "deepseek_r1", "harmony", "hermes", "mistral"])
+@pytest.mark.parametrize("parser", ["qwen3_coder", "glm45", "phi4_mini", "deepseek_r1", "harmony", "hermes", "mistral"])
 def test_written_calls_read_back(parser: str) -> None:
     """What `write_calls` writes (earlier turns' calls, the tool prompt's example) parses as the
     same calls: the appliance teaches each model the format it then reads."""
@@ -246,7 +263,7 @@ def test_reasoning_stream_by_name() -> None:
     assert harmony.feed("<|channel|>final<|message|>hi") == ("", "hi")
 
 
-@pytest.mark.parametrize("parser", ["qwen3_coder", "phi4_mini", "deepseek_r1", "harmony"])
+@pytest.mark.parametrize("parser", ["qwen3_coder", "glm45", "phi4_mini", "deepseek_r1", "harmony"])
 def test_forced_call_grammars(parser: str) -> None:
     named = forced_call_grammar(parser, TOOLS, "get_time", max_calls=4)
     assert "get_time" in named and "get_weather" not in named
@@ -258,7 +275,7 @@ def test_forced_call_grammars(parser: str) -> None:
         assert "{0,2}" in any_tool
 
 
-@pytest.mark.parametrize("parser", ["qwen3_coder", "phi4_mini", "deepseek_r1", "harmony", "hermes", "mistral"])
+@pytest.mark.parametrize("parser", ["qwen3_coder", "glm45", "phi4_mini", "deepseek_r1", "harmony", "hermes", "mistral"])
 def test_what_the_forced_grammar_allows_is_what_the_parser_reads(parser: str) -> None:
     """The calls as the model writes them match the forced grammar (read as a regex), and a
     string outside the schema does not: the grammar and the parser agree on the format."""
@@ -286,7 +303,7 @@ def test_qwen3_coder_grammar_types_each_parameter() -> None:
     assert not pattern.fullmatch(f"{head}<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
 
 
-FORMATS = ["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "deepseek_r1", "harmony"]
+FORMATS = ["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "glm45", "deepseek_r1", "harmony"]
 
 
 @pytest.mark.parametrize("parser", FORMATS)

@@ -4,6 +4,7 @@
   writes calls, the grammar of a forced call) and the JSON helpers the formats share.
 - `json_calls`: hermes (Hermes, Qwen 2.5/3), llama3_json (Llama 3.1+), mistral, phi4_mini.
 - `qwen3_coder`: Qwen3-Coder's XML calls, values typed by the tool's schema.
+- `glm45`: GLM-4.5's `<arg_key>`/`<arg_value>` calls, typed the same way.
 - `deepseek_r1`: DeepSeek-R1's (and its distills') fenced JSON calls.
 - `harmony`: gpt-oss's channels: the call format and the channel splitter (reasoning, content).
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from appliance.service.tool_formats.base import CallFormat, ParsedCall
 from appliance.service.tool_formats.deepseek_r1 import DeepSeekR1
+from appliance.service.tool_formats.glm45 import Glm45
 from appliance.service.tool_formats.harmony import Harmony, HarmonyChannels
 from appliance.service.tool_formats.json_calls import Hermes, Llama3Json, Mistral, Phi4Mini
 from appliance.service.tool_formats.qwen3_coder import Qwen3Coder
@@ -23,7 +25,7 @@ __all__ = ["FORMATS", "CallFormat", "HarmonyChannels", "ParsedCall", "call_forma
 
 FORMATS: dict[str, CallFormat] = {
     format_.name: format_
-    for format_ in (Hermes(), Llama3Json(), Mistral(), Phi4Mini(), Qwen3Coder(), DeepSeekR1(), Harmony())
+    for format_ in (Hermes(), Llama3Json(), Mistral(), Phi4Mini(), Qwen3Coder(), Glm45(), DeepSeekR1(), Harmony())
 }
 """Every call format, by the name a graph file's `tool_parser` gives it."""
 

@@ -30,13 +30,13 @@ from appliance.grammar.ebnf import RuleSet, char_class, complement, literal, rep
 from appliance.grammar.regex import regex_expression
 from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall
 
-__all__ = ["Qwen3Coder"]
+__all__ = ["Qwen3Coder", "is_text", "schema_properties", "text_value", "typed_value"]
 
 _BLOCK = re.compile(r"\s*<tool_call>\s*<function=([^>\n]+)>(.*?)</function>\s*</tool_call>", re.S)
 _PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
 
 
-def _is_text(schema: Any) -> bool:
+def is_text(schema: Any) -> bool:
     """The property is a string (alone or among other types): its value is written raw."""
     if not isinstance(schema, dict):
         return False
@@ -46,8 +46,9 @@ def _is_text(schema: Any) -> bool:
     return kind is None and ("enum" in schema and all(isinstance(value, str) for value in schema["enum"]))
 
 
-def _value(raw: str, schema: Any) -> Any:
-    if _is_text(schema):
+def typed_value(raw: str, schema: Any) -> Any:
+    """A raw parameter value as its property's schema types it (text stays text)."""
+    if is_text(schema):
         return raw
     try:
         return json.loads(raw)
@@ -55,7 +56,8 @@ def _value(raw: str, schema: Any) -> Any:
         return raw
 
 
-def _properties(schema: Any) -> dict[str, Any]:
+def schema_properties(schema: Any) -> dict[str, Any]:
+    """A parameters schema's `properties` ({} when it has none)."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     return properties if isinstance(properties, dict) else {}
 
@@ -67,7 +69,7 @@ def _xml_text() -> str:
     return f'({plain} | "<"+ {after_lt})*'
 
 
-def _text_value(schema: dict[str, Any], rules: RuleSet, path: str) -> str:
+def text_value(schema: dict[str, Any], rules: RuleSet, path: str) -> str:
     """The raw text of a string parameter, as its schema bounds it: an enum or const, a pattern,
     lengths (text without `<`), else any text without `</`."""
     enum = [schema["const"]] if "const" in schema else schema.get("enum")
@@ -101,12 +103,12 @@ class Qwen3Coder(CallFormat):
         calls, position = [], 0
         while match := _BLOCK.match(text, position):
             name, body = match.group(1).strip(), match.group(2)
-            properties = _properties(schemas.get(name))
+            properties = schema_properties(schemas.get(name))
             arguments: dict[str, Any] = {}
             at = 0
             while parameter := _PARAMETER.match(body, at):
                 key = parameter.group(1).strip()
-                arguments[key] = _value(parameter.group(2), properties.get(key))
+                arguments[key] = typed_value(parameter.group(2), properties.get(key))
                 at = parameter.end()
             if body[at:].strip():
                 break  # something that is not a parameter: the block is not a call
@@ -127,14 +129,14 @@ class Qwen3Coder(CallFormat):
 
     def call_grammar(self, name: str, schema: dict[str, Any], rules: RuleSet, path: str) -> str:
         """`<function=NAME>` then the schema's properties in its order, the required ones always:
-        string values as raw text bounded by their schema (`_text_value`: never `</`, so a value
+        string values as raw text bounded by their schema (`text_value`: never `</`, so a value
         cannot close its tag early), others as JSON valid against the property's schema."""
         required = set(schema.get("required") or ())
         parts = [literal(f"<function={name}>\n")]
-        for key, subschema in _properties(schema).items():
+        for key, subschema in schema_properties(schema).items():
             where = f"{path}.properties.{key}" if path else f"properties.{key}"
-            if _is_text(subschema):
-                value = _text_value(subschema, rules, where)
+            if is_text(subschema):
+                value = text_value(subschema, rules, where)
             else:
                 value = schema_expression(subschema, rules, where)
             parameter = (
