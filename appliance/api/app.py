@@ -29,7 +29,6 @@ from appliance.api.loop_monitor import LoopMonitor
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.media import ImageLoader
-from appliance.media.audio import AudioDecoder
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
@@ -107,7 +106,7 @@ def create_app(
             "metrics": Provide(provide(metrics), sync_to_thread=False),
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
-            "audio": Provide(provide(AudioDecoder()), sync_to_thread=False),
+            "audio": Provide(lambda: media.audio, sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
             "response_store": Provide(
                 provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False

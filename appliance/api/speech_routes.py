@@ -16,7 +16,7 @@ from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.errors import InvalidRequest
 from appliance.media.audio import AudioDecoder
-from appliance.protocol.audio import Transcription, TranscriptionVerbose
+from appliance.protocol.audio import Transcription, TranscriptionVerbose, Translation, TranslationVerbose
 from appliance.protocol.transcription_form import TranscriptionForm, TranslationForm
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import speech
@@ -26,25 +26,33 @@ __all__ = ["routes"]
 MULTIPART = "multipart/form-data"
 _LISTS = ("timestamp_granularities", "include")
 """Form fields that hold a list: their parts are sent repeated, with brackets or without."""
-_ANSWER = Transcription | TranscriptionVerbose
 
 
-def _operation(summary: str, body: type) -> Operation:
+def _operation(summary: str, body: type, answers: tuple[type, ...]) -> Operation:
     return Operation(
         summary=summary,
         body=body,
         media_types=(MULTIPART,),
-        answer=_ANSWER,
+        answer=answers,
         stream="data: <TranscriptionTextDeltaEvent> events, then data: <TranscriptionTextDoneEvent> and data: [DONE]",
         errors=(400, 401, 404, 413, 503),
-        statuses=((200, "text/plain for response_format text, srt and vtt"),),
+        edit=_text_formats,
     )
+
+
+def _text_formats(_: dict[str, Any], document: dict[str, Any]) -> None:
+    """response_format text, srt and vtt answer plain text."""
+    document["responses"]["200"]["content"]["text/plain"] = {"schema": {"type": "string"}}
 
 
 @post(
     ["/v1/audio/transcriptions", "/v3/audio/transcriptions", "/audio/transcriptions"],
     status_code=200,
-    opt={OPERATION: _operation("Speech to text in its own language (OpenAI)", TranscriptionForm)},
+    opt={
+        OPERATION: _operation(
+            "Speech to text in its own language (OpenAI)", TranscriptionForm, (Transcription, TranscriptionVerbose)
+        )
+    },
 )
 async def transcriptions(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
     return await _serve(request, models, audio, TranscriptionForm, "transcribe")
@@ -53,7 +61,11 @@ async def transcriptions(request: Request, models: ModelRegistry, audio: AudioDe
 @post(
     ["/v1/audio/translations", "/v3/audio/translations", "/audio/translations"],
     status_code=200,
-    opt={OPERATION: _operation("Speech in any language to English text (OpenAI)", TranslationForm)},
+    opt={
+        OPERATION: _operation(
+            "Speech in any language to English text (OpenAI)", TranslationForm, (Translation, TranslationVerbose)
+        )
+    },
 )
 async def translations(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
     return await _serve(request, models, audio, TranslationForm, "translate")
@@ -92,7 +104,7 @@ async def _form_fields(request: Request) -> dict[str, Any]:
     for name, value in form.multi_items():
         if isinstance(value, UploadFile):
             if name != "file":
-                raise InvalidRequest(f"The form's part {name!r} is a file; only `file` takes one.", param=name)
+                raise InvalidRequest(f"The form's part '{name}' is a file; only `file` takes one.", param=name)
             value = await value.read()
         elif name == "file":
             raise InvalidRequest("`file` must be sent as a file part (with a filename), not as text.", param="file")
@@ -100,7 +112,7 @@ async def _form_fields(request: Request) -> dict[str, Any]:
         if listed in _LISTS:  # `include[]=a&include[]=b`, or the bare name repeated
             fields.setdefault(f"{listed}[]", []).append(value)
         elif name in fields:
-            raise InvalidRequest(f"The form gives {name!r} more than once.", param=name)
+            raise InvalidRequest(f"The form gives '{name}' more than once.", param=name)
         else:
             fields[name] = value
     return fields

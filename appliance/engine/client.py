@@ -148,6 +148,9 @@ class EngineClient:
         self.on_released: Callable[[EngineClient], None] | None = None
         """Called once one of its engine processes has exited (unloaded, stopped, died): the
         memory it held is free."""
+        self.peer: Callable[[str], EngineClient] | None = None
+        """The engine serving another model by name (the registry's `get`, set when this engine is
+        put there): a chat graph's `speech_model` is found through it."""
         self.exiting = 0
         """Engine processes told to exit and not gone yet (they still hold their memory)."""
         self._on_demand: asyncio.Future[None] | None = None

@@ -93,7 +93,9 @@ def _check_speech(path: Path, graph: Graph) -> None:
             raise ConfigError(f"{path}: `[speech]` applies to speech-to-text graphs only (`pipeline` SPEECH_TO_TEXT)")
         return
     _check_not_generative(path, graph)
-    if graph.speech.word_timestamps and not facts.alignment_heads:
+    # Judged from the model's files once they are there (`check_paths=False` reads a graph alone).
+    read = (graph.model_dir / "generation_config.json").is_file()
+    if graph.speech.word_timestamps and read and not facts.alignment_heads:
         raise ConfigError(
             f"{path}: `speech.word_timestamps` needs the model's alignment heads, which its "
             "generation_config.json does not give (`alignment_heads`)"
@@ -115,6 +117,7 @@ def _check_not_generative(path: Path, graph: Graph) -> None:
             ("prompt_lookup", graph.prompt_lookup, False),
             ("tool_parser", graph.tool_parser, None),
             ("reasoning_parser", graph.reasoning_parser, None),
+            ("speech_model", graph.speech_model, None),
         )
         if value != default
     ]
@@ -262,7 +265,18 @@ def load_graphs(directory: Path) -> list[Graph]:
         raise ConfigError(f"{directory}: no graph files (*.toml) found")
     for error in duplicate_names(graphs):
         raise error
+    _check_speech_models(graphs)
     return graphs
+
+
+def _check_speech_models(graphs: list[Graph]) -> None:
+    """Each `speech_model` names a speech-to-text graph of the same directory."""
+    kinds = {name: graph.pipeline_kind for graph in graphs for name in (graph.name, *graph.aliases)}
+    for graph in graphs:
+        named = graph.speech_model
+        if named is not None and kinds.get(named) != "SPEECH_TO_TEXT":
+            what = f"is a {kinds[named]} graph" if named in kinds else "is not served here"
+            raise ConfigError(f"{graph.source}: `speech_model` {named!r} {what}: name a SPEECH_TO_TEXT graph")
 
 
 def _describe(exc: msgspec.ValidationError) -> str:

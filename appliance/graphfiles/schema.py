@@ -239,6 +239,9 @@ class Graph(_Config, dict=True):
     """think: text inside `<think>...</think>` (the block may open in the prompt) is returned as
     `reasoning_content`; harmony: gpt-oss's `analysis` channel is. None: the format the chat
     template shows, else no reasoning is split out."""
+    speech_model: ModelName | None = None
+    """A speech-to-text graph served beside this one: the `input_audio` parts of chat messages are
+    transcribed by it, and the model reads the text heard. None: audio parts are refused."""
     control_tokens_in_messages: Literal["text", "control"] = "text"
     """How the model's control-token strings (`<|im_end|>`, `<|im_start|>`, ...) written in
     messages, tool definitions and template variables are tokenized. text: as the characters they

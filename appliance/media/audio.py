@@ -193,7 +193,7 @@ def _audio_stream(container: av.container.InputContainer) -> av.audio.stream.Aud
 def _check_stream(stream: av.audio.stream.AudioStream, declared: float | None, limits: AudioLimits) -> None:
     context = stream.codec_context
     if not (context.name in CODECS or context.name.startswith("pcm_")):
-        raise _refuse(f"The audio codec {context.name!r} is not supported. Accepted: {ACCEPTED}.")
+        raise _refuse(f"The audio codec '{context.name}' is not supported. Accepted: {ACCEPTED}.")
     if not 0 < context.channels <= limits.max_channels:
         raise _refuse(
             f"The audio has {context.channels} channels; this server accepts 1 to {limits.max_channels}.",

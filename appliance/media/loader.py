@@ -1,4 +1,5 @@
-"""`ImageLoader`: the media package behind one object, for the service layer.
+"""`ImageLoader`: the media package behind one object, for the service layer (its `audio`: the
+audio decoder).
 
 `source(url)` is synchronous and cheap (parsing and policy checks only): call it for every image of
 a request before spending anything on any of them. `load(source, ...)` then reads the bytes
@@ -10,7 +11,9 @@ CPU-bound (and a 4096x4096 image takes 48 MB while it is decoded).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -19,6 +22,9 @@ from appliance.media.fetch import Fetcher, Resolver, system_resolver
 from appliance.media.local import read_local
 from appliance.media.policy import MediaPolicy
 from appliance.media.sources import DataImage, ImageSource, LocalImage, RemoteImage, parse_source
+
+if TYPE_CHECKING:
+    from appliance.media.audio import AudioDecoder
 
 __all__ = ["ImageLoader"]
 
@@ -40,6 +46,14 @@ class ImageLoader:
             Fetcher(self.policy, resolver=resolver, transport=transport) if self.policy.urls_enabled else None
         )
         self._decode_slots = asyncio.Semaphore(decode_slots or os.cpu_count() or 1)
+
+    @functools.cached_property
+    def audio(self) -> AudioDecoder:
+        """The decoder of audio uploads and of chat's `input_audio` parts (PyAV, imported on first
+        use), a few files at a time."""
+        from appliance.media.audio import AudioDecoder
+
+        return AudioDecoder()
 
     async def aclose(self) -> None:
         if self._fetcher is not None:

@@ -34,6 +34,8 @@ __all__ = [
     "FunctionDefinition",
     "ImageURL",
     "ImageURLPart",
+    "InputAudio",
+    "InputAudioPart",
     "Message",
     "Model",
     "ModelList",
@@ -89,7 +91,21 @@ class ImageURLPart(_Request, tag_field="type", tag="image_url"):
     image_url: ImageURL
 
 
-ContentPart = TextPart | ImageURLPart
+class InputAudio(_Request):
+    data: str
+    """The recording, base64-encoded."""
+    format: Literal["wav", "mp3", "flac", "ogg", "m4a", "mp4", "mpeg", "mpga", "webm"]
+    """What the client says it is (OpenAI takes wav and mp3); the decoder reads the data itself."""
+
+
+class InputAudioPart(_Request, tag_field="type", tag="input_audio"):
+    """Speech in a user message: transcribed by the chat graph's `speech_model`, and read by the
+    model as the text heard (`service.voice`)."""
+
+    input_audio: InputAudio
+
+
+ContentPart = TextPart | ImageURLPart | InputAudioPart
 
 
 class TextOnlyPart(TextPart, tag=False, tag_field=None):

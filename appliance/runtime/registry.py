@@ -74,6 +74,7 @@ class ModelRegistry:
         """Serve `engine` under its name from now on; returns the engine it replaced, if any."""
         previous = self._engines.get(engine.name)
         self._engines[engine.name] = engine
+        engine.peer = self.get
         self.lifecycle.attach(engine)
         return previous
 

@@ -32,6 +32,7 @@ from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
 from appliance.service.tool_prompt import shown_tools
+from appliance.service.voice import hear_audio_parts
 
 __all__ = ["ChatCall", "ChatPlan", "FieldNames", "open_chat", "plan_chat"]
 
@@ -156,6 +157,7 @@ async def open_chat(
     """
     names = names or _same
     try:
+        request = await hear_audio_parts(engine, request, media)
         plan = await plan_chat(engine, request, names)
         if not plan.images:
             stream = await engine.submit(plan.prompt(), plan.params)

@@ -17,6 +17,7 @@ from appliance.protocol.openai import (
     ChatCompletionRequest,
     DeveloperMessage,
     ImageURLPart,
+    InputAudioPart,
     Message,
     TextPart,
     ToolMessage,
@@ -36,6 +37,10 @@ def _text(content: str | list, where: str, images: ImageParts) -> str:
     for index, part in enumerate(content):
         if isinstance(part, ImageURLPart):
             text += images.tag(part, f"{where}.content[{index}]")
+        elif isinstance(part, InputAudioPart):  # chat completions transcribe them first
+            raise InvalidRequest(
+                "An input_audio part is heard in chat completions only, not here.", param=f"{where}.content[{index}]"
+            )
         else:
             assert isinstance(part, TextPart)
             # Text parts are joined by newlines; an image tag sits right where its part was.

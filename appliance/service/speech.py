@@ -33,7 +33,7 @@ from appliance.service.speech_formats import (
     render,
 )
 
-__all__ = ["PreparedSpeech", "answer", "prepare", "stream"]
+__all__ = ["PreparedSpeech", "answer", "hear", "prepare", "stream"]
 
 Task = Literal["transcribe", "translate"]
 _CONTROL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>")
@@ -107,6 +107,25 @@ async def prepare(
     return PreparedSpeech(form=form, options=options, samples=memoryview(decoded.samples), seconds=decoded.seconds)
 
 
+async def hear(engine: EngineClient, data: bytes, audio: AudioDecoder, *, param: str) -> str:
+    """The text of a recording sent inside another request (a chat message's `input_audio`),
+    bounded as an upload to `engine` is; errors name `param`."""
+    try:
+        engine.admit("transcribe")
+        graph = engine.graph
+        if len(data) > graph.speech.max_upload_bytes:
+            raise PayloadTooLarge(
+                f"The audio holds {len(data)} bytes; model '{graph.name}' takes at most "
+                f"{graph.speech.max_upload_bytes} bytes (speech.max_upload_bytes)."
+            )
+        decoded = await audio.decode(data, AudioLimits(max_seconds=graph.speech.max_audio_seconds))
+        result = await engine.transcribe(memoryview(decoded.samples), TranscribeOptions())
+    except (InvalidRequest, PayloadTooLarge) as exc:
+        exc.param = param
+        raise
+    return result.text.strip()
+
+
 async def answer(engine: EngineClient, prepared: PreparedSpeech) -> tuple[bytes, str, Answered]:
     """The transcript in the request's response format: body, media type, and what the access
     log reads."""
@@ -168,7 +187,7 @@ def _language(engine: EngineClient, value: str | None) -> str | None:
     if code is None or code not in known:
         which = f"{len(known)} languages" if facts.multilingual else "English only"
         raise InvalidRequest(
-            f"Language {value!r} is not one model '{engine.name}' knows ({which}); give an ISO 639-1 code "
+            f"Language '{value}' is not one model '{engine.name}' knows ({which}); give an ISO 639-1 code "
             "such as 'en', or leave it out for the model to detect it.",
             param="language",
             code="unsupported_language",
@@ -201,11 +220,17 @@ def _transcript(prepared: PreparedSpeech, result: Transcribed) -> Transcript:
         text=result.text.strip(),
         language=language,
         duration=prepared.seconds,
-        segments=[TimedText(start, end, text) for start, end, text in result.segments],
+        segments=[TimedText(start, end, text, seek=_frames(start)) for start, end, text in result.segments],
         words=[TimedText(start, end, text.strip()) for start, end, text in result.words]
         if prepared.options.words
         else None,
+        temperature=prepared.options.temperature,
     )
+
+
+def _frames(seconds: float) -> int:
+    """Whisper's `seek`: a time in its 10 ms feature frames."""
+    return round(seconds * 100)
 
 
 def _answered(result: Transcribed, submitted: float) -> Answered:

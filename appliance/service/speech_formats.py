@@ -103,7 +103,7 @@ def check_granularities(response_format: ResponseFormat, granularities: frozense
         )
     if granularities and response_format != "verbose_json":
         raise InvalidRequest(
-            f"timestamp_granularities[] needs response_format 'verbose_json' (got {response_format!r}).", param=param
+            f"timestamp_granularities[] needs response_format 'verbose_json' (got '{response_format}').", param=param
         )
     if task == "translate" and "word" in granularities:
         raise InvalidRequest("Translations have no word timestamps; ask for 'segment' or none.", param=param)
@@ -126,7 +126,7 @@ def render(
         return _vtt(transcript.segments).encode(), TEXT_TYPE
     if response_format == "verbose_json":
         return _ENCODER.encode(_verbose(transcript, text, task, granularities)), JSON_TYPE
-    raise ValueError(f"unknown response_format {response_format!r}")
+    raise ValueError(f"unknown response_format '{response_format}'")
 
 
 def _usage(transcript: Transcript) -> UsageDuration:

@@ -27,7 +27,7 @@ KEY = "k-1"
 HOST = "box:8000"
 
 
-class Transcription(msgspec.Struct, kw_only=True):
+class MeetingUpload(msgspec.Struct, kw_only=True):
     """The form's fields."""
 
     model: str
@@ -50,11 +50,11 @@ def _problem(exc: ApplianceError, _: Mapping[str, Any]) -> Problem:
 
 
 @post(
-    "/v1/audio/transcriptions",
+    "/v1/meetings/uploads",
     status_code=200,
     opt={
         OPERATION: Operation(
-            summary="Transcribe", body=Transcription, media_types=("multipart/form-data",), answer=Transcript
+            summary="Transcribe", body=MeetingUpload, media_types=("multipart/form-data",), answer=Transcript
         )
     },
 )
@@ -91,7 +91,7 @@ def client() -> Iterator[TestClient]:
 def upload(client: TestClient, **headers: str):
     headers = {"Host": HOST, "x-speech-key": KEY, **headers}
     files = {"file": ("meeting.wav", b"RIFF" + bytes(60), "audio/wav")}
-    return client.post("/v1/audio/transcriptions", data={"model": "whisper"}, files=files, headers=headers)
+    return client.post("/v1/meetings/uploads", data={"model": "whisper"}, files=files, headers=headers)
 
 
 def test_a_multipart_route_that_declares_it_passes_the_gate(client: TestClient) -> None:
@@ -111,7 +111,7 @@ def test_its_errors_take_its_shape_at_every_layer(client: TestClient) -> None:
         return answer.json()
 
     missing = client.post(
-        "/v1/audio/transcriptions", data={"model": "w"}, files={"other": ("a", b"x")}, headers={"x-speech-key": KEY}
+        "/v1/meetings/uploads", data={"model": "w"}, files={"other": ("a", b"x")}, headers={"x-speech-key": KEY}
     )
     assert missing.status_code == 400 and problem(missing) == {
         "problem": "Send the audio as the form's `file`.",
@@ -119,8 +119,8 @@ def test_its_errors_take_its_shape_at_every_layer(client: TestClient) -> None:
     }
     # The gate's refusals, Litestar's own errors and paths below the route.
     assert problem(upload(client, **{"x-speech-key": "wrong"}))["status"] == 401
-    assert problem(client.get("/v1/audio/transcriptions", headers={"x-speech-key": KEY}))["status"] == 405
-    assert problem(client.post("/v1/audio/transcriptions/x", headers={"x-speech-key": KEY}))["status"] == 404
+    assert problem(client.get("/v1/meetings/uploads", headers={"x-speech-key": KEY}))["status"] == 405
+    assert problem(client.post("/v1/meetings/uploads/x", headers={"x-speech-key": KEY}))["status"] == 404
     # The other dialects keep theirs.
     assert set(client.get("/v1/models").json()["error"]) == {"message", "type", "param", "code"}
 
@@ -133,7 +133,7 @@ def test_a_forged_form_is_refused_and_other_body_types_too(client: TestClient) -
     # Bodies the route does not list: 415, in its shape.
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/json"):
         refused = client.post(
-            "/v1/audio/transcriptions", content=b"x", headers={"x-speech-key": KEY, "Content-Type": content_type}
+            "/v1/meetings/uploads", content=b"x", headers={"x-speech-key": KEY, "Content-Type": content_type}
         )
         assert refused.status_code == 415 and refused.json()["status"] == 415, content_type
     # Multipart stays refused on the JSON routes.
@@ -144,7 +144,7 @@ def test_a_forged_form_is_refused_and_other_body_types_too(client: TestClient) -
 
 def test_a_browser_client_may_send_its_headers(client: TestClient) -> None:
     preflight = client.options(
-        "/v1/audio/transcriptions",
+        "/v1/meetings/uploads",
         headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
     )
     allowed = preflight.headers["access-control-allow-headers"].split(", ")
@@ -153,22 +153,22 @@ def test_a_browser_client_may_send_its_headers(client: TestClient) -> None:
 
 def test_it_is_in_the_openapi_document(client: TestClient) -> None:
     document = client.get("/openapi.json", headers={"x-speech-key": KEY}).json()
-    operation = document["paths"]["/v1/audio/transcriptions"]["post"]
+    operation = document["paths"]["/v1/meetings/uploads"]["post"]
     assert operation["tags"] == ["speech"] and operation["summary"] == "Transcribe"
     body = operation["requestBody"]["content"]
     assert list(body) == ["multipart/form-data"]
-    assert body["multipart/form-data"]["schema"] == {"$ref": "#/components/schemas/Transcription"}
+    assert body["multipart/form-data"]["schema"] == {"$ref": "#/components/schemas/MeetingUpload"}
     schemas = document["components"]["schemas"]
-    assert set(schemas["Transcription"]["required"]) == {"model", "file"}
+    assert set(schemas["MeetingUpload"]["required"]) == {"model", "file"}
     assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Transcript")
     assert operation["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/Problem")
 
 
 def test_a_path_below_no_route_belongs_to_the_nearest_route_above() -> None:
     dialects = Dialects.of(_app())
-    assert dialects.profile("/v1/audio/transcriptions") == PROFILE
-    assert dialects.profile("//v1/audio/transcriptions/") == PROFILE  # as Litestar routes it
-    assert dialects.profile("/v1/audio/transcriptions/x/y") == PROFILE
-    assert dialects.profile("/v1/audio") != PROFILE
-    assert dialects.media_types("/v1/audio/transcriptions", "POST") == ("multipart/form-data",)
-    assert dialects.media_types("/v1/audio/transcriptions/x", "POST") == ("application/json",)
+    assert dialects.profile("/v1/meetings/uploads") == PROFILE
+    assert dialects.profile("//v1/meetings/uploads/") == PROFILE  # as Litestar routes it
+    assert dialects.profile("/v1/meetings/uploads/x/y") == PROFILE
+    assert dialects.profile("/v1/meetings") != PROFILE
+    assert dialects.media_types("/v1/meetings/uploads", "POST") == ("multipart/form-data",)
+    assert dialects.media_types("/v1/meetings/uploads/x", "POST") == ("application/json",)
