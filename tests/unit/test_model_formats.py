@@ -231,3 +231,21 @@ def test_the_engine_reports_the_formats_it_loaded(tmp_path: Path) -> None:
     assert (engine.tools.parser, engine.tools.reasoning) == ("deepseek_r1", "think")
     engine._dispatch(Ready(max_context=4096, load_seconds=0.1, template_tool_parser="hermes"))
     assert (engine.tools.parser, engine.tools.source, engine.tools.reasoning) == ("hermes", "chat template", None)
+
+
+def test_check_prints_the_chosen_parsers_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from appliance.cli import main
+
+    monkeypatch.setattr("appliance.engine.devices.available_devices", lambda: ["CPU"])
+    model = folder(tmp_path, "gpt_oss.jinja")
+    for name in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        (model / name).write_text("<net/>")  # check reads the template and facts, not the IR
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    (graphs / "oss.toml").write_text(f'name = "oss"\nmodel_path = "{model}"\n')
+    assert main(["check", str(graphs)]) == 0
+    out = capsys.readouterr().out
+    assert "tools: harmony calls (chat template: the chat template writes harmony channels" in out
+    assert "reasoning harmony (chat template:" in out
