@@ -21,6 +21,7 @@ from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
 from appliance.engine.devices import available_devices
+from appliance.engine.templates import ToolFormat
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph
 from appliance.graphfiles.checks import prepare_graphs
@@ -57,6 +58,8 @@ def serve(settings: Settings) -> int:
     def announced(graphs: list[Graph]) -> list[Graph]:
         for graph in graphs:  # at start-up and at each reload: what every bound is derived from
             log.info("model %s: %s", graph.name, graph.facts.describe(graph.max_context))
+            if graph.task == "generate":
+                log.info("model %s: tools: %s", graph.name, ToolFormat.of(graph, graph.facts.template))
         return graphs
 
     def prepare(directory: Path) -> list[Graph]:

@@ -58,7 +58,9 @@ class FakeEngineClient(EngineClient):
         super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
         # The fake renders every message itself, tools and tool calls included, as a template
         # that reads them would (a fake graph's model folder holds no template to read).
-        self.tools = ToolFormat(self.graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True)
+        self.tools = ToolFormat(
+            self.graph.tool_parser or GENERIC_TOOL_PARSER, from_template=True, reasoning=self.graph.reasoning_parser
+        )
         self.cancelled: list[int] = []
         self.submitted: list[Submit] = []
         self.asked: list[Tokenize | Detokenize] = []

@@ -57,7 +57,7 @@ async def create_message(request: Request, models: ModelRegistry, media: ImageLo
     user = body.metadata.user_id if body.metadata is not None else None
     record_request(body.model, user)  # the access log names the model even when it is unknown
     engine = models.get(body.model)
-    plan = plan_message(body, engine.graph.reasoning_parser)
+    plan = plan_message(body, engine.tools.reasoning)
     call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
     events = MessageEvents(body.model, call.stream.prompt_tokens)
     if body.stream:
@@ -79,7 +79,7 @@ async def count_tokens(request: Request, models: ModelRegistry) -> Response:
     body = _body(await request.body(), CountTokensRequest)
     record_request(body.model, None)
     engine = models.get(body.model)
-    tokenize, messages = count_request(body, engine.graph.reasoning_parser)
+    tokenize, messages = count_request(body, engine.tools.reasoning)
     try:
         answer = await unless_disconnected(request, tokenizer.tokenize(engine, tokenize))
     except ApplianceError as exc:

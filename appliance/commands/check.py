@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """Print an `ok` line per good graph (then its model's facts, read from its files, as `serve`
     bounds requests with them) and an `error` line per mistake; exit 2 on any mistake."""
     from appliance.engine.devices import available_devices
+    from appliance.engine.templates import ToolFormat
     from appliance.graphfiles.checks import review_graphs
 
     target = graphs_target(args.target, args.graphs, args.config)
@@ -43,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     for graph in graphs:
         print(f"ok     {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
         print(f"       {graph.facts.describe(graph.max_context)}")
+        if graph.task == "generate":
+            print(f"       tools: {ToolFormat.of(graph, graph.facts.template)}")
         if graph.speech_facts is not None:
             print(f"       {graph.speech_facts.describe()}")
         warning = _tuned_elsewhere(graph.source, here)

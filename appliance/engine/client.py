@@ -640,7 +640,12 @@ class EngineClient:
         reported: dict[str, object] = {"max_context": ready.max_context}
         if graph.task == "generate":
             template = TemplateTools(
-                ready.template_renders_tools, ready.template_renders_tool_calls, ready.template_tool_parser or None
+                ready.template_renders_tools,
+                ready.template_renders_tool_calls,
+                ready.template_tool_parser or None,
+                ready.template_reasoning_parser or None,
+                ready.template_tool_reason,
+                ready.template_reasoning_reason,
             )
             reported["tools"] = ToolFormat.of(graph, template)
         if graph.accepts_images:

@@ -319,7 +319,11 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
     template_renders_tool_calls: bool = True
     """The chat template reads assistant messages' `tool_calls` (else the service writes them as text)."""
     template_tool_parser: str = ""
-    """The call format the chat template teaches, when recognised (hermes, mistral, llama3_json)."""
+    """The call format the chat template (or the tokenizer's tokens) teaches, when recognised."""
+    template_tool_reason: str = ""
+    template_reasoning_parser: str = ""
+    """The reasoning format the chat template shows, when recognised (think, harmony)."""
+    template_reasoning_reason: str = ""
     embedding_size: int = 0
     """Embedding graphs: the length of the model's vectors."""
 

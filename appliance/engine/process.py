@@ -26,6 +26,7 @@ from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
 from appliance.graphfiles import Graph
 from appliance.graphfiles.chat_template import template_tools
+from appliance.graphfiles.model_formats import special_tokens
 from appliance.logs import LogFormat, configure_logging
 
 if TYPE_CHECKING:
@@ -90,7 +91,9 @@ def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine, load_s
     if graph.task == "transcribe":
         return Ready(max_context=engine.max_context, load_seconds=load_seconds)
     vision = engine.requests.vision
-    tools = template_tools(engine.tokenizer.chat_template or "")
+    tools = template_tools(
+        engine.tokenizer.chat_template or "", frozenset() if graph.gguf else special_tokens(graph.model_dir)
+    )
     return Ready(
         max_context=engine.max_context,
         load_seconds=load_seconds,
@@ -99,6 +102,9 @@ def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine, load_s
         template_renders_tools=tools.renders_tools,
         template_renders_tool_calls=tools.renders_tool_calls,
         template_tool_parser=tools.tool_parser or "",
+        template_tool_reason=tools.tool_reason,
+        template_reasoning_parser=tools.reasoning_parser or "",
+        template_reasoning_reason=tools.reasoning_reason,
     )
 
 

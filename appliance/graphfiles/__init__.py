@@ -13,6 +13,8 @@
   bound and plan of the server holds before the model's engine loads.
 - `chat_template.py`: the chat template found where OpenVINO GenAI's tokenizer finds it, and what
   it does with tools.
+- `model_formats.py`: the tool-call and reasoning formats the template (or the tokenizer's special
+  tokens) shows, each with why.
 - `vision.py`: a vision model's image size rule, image token count and marker tokens.
 - `model_json.py`: a model folder's JSON files, read leniently.
 

@@ -25,14 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance.graphfiles.model_formats import find_formats
 from appliance.graphfiles.model_json import json_object
 
 __all__ = ["NO_TEMPLATE", "ChatTemplate", "TemplateTools", "gguf_chat_template", "read_chat_template", "template_tools"]
 
 _BLOCKS = re.compile(r"\{%-?(.*?)-?%\}|\{\{-?(.*?)-?\}\}", re.S)
 _STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.S)
-# Markers a template writes when it renders calls, in the order they are tried.
-_FORMATS = (("<tool_call>", "hermes"), ("[TOOL_CALLS]", "mistral"), ("<|python_tag|>", "llama3_json"))
 _JSON_SOURCES = ("tokenizer_config.json", "processor_config.json", "chat_template.json")
 _TOKENIZER_IR = "openvino_tokenizer.xml"
 
@@ -44,7 +43,12 @@ class TemplateTools:
     renders_tool_calls: bool
     """The template reads the messages' `tool_calls`."""
     tool_parser: str | None
-    """The call format the template teaches (None: not recognised)."""
+    """The call format the template (or the tokenizer's tokens) teaches (None: not recognised)."""
+    reasoning_parser: str | None = None
+    """The reasoning format the template shows (None: none recognised)."""
+    tool_reason: str = ""
+    """Why `tool_parser` (`graphfiles.model_formats`)."""
+    reasoning_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,15 +68,22 @@ def _key_or_nothing(match: re.Match[str]) -> str:
     return inner if inner.isidentifier() else '""'
 
 
-def template_tools(template: str) -> TemplateTools:
+def template_tools(template: str, tokens: frozenset[str] = frozenset()) -> TemplateTools:
     """Whether `template` (Jinja) reads `tools` and `tool_calls` in its code (not in its text), and
-    the call format it writes."""
+    the call and reasoning formats it (or the tokenizer's special `tokens`) shows.
+
+    `tools` counts as read only as the template's variable: Phi-4-mini's template reads a system
+    message's own `message['tools']` text (`'tools' in message`), which the appliance does not
+    send, so its tools are shown by the appliance's tool prompt."""
     code = " ".join(_STRINGS.sub(_key_or_nothing, first or second) for first, second in _BLOCKS.findall(template))
-    parser = next((name for marker, name in _FORMATS if marker in template), None)
+    found = find_formats(template, tokens)
     return TemplateTools(
-        renders_tools=re.search(r"\btools\b", code) is not None,
+        renders_tools=re.search(r"(?<![\[.])\btools\b(?!\s+in\b)", code) is not None,
         renders_tool_calls=re.search(r"\btool_calls\b", code) is not None,
-        tool_parser=parser,
+        tool_parser=found.tool_parser,
+        reasoning_parser=found.reasoning_parser,
+        tool_reason=found.tool_reason,
+        reasoning_reason=found.reasoning_reason,
     )
 
 

@@ -28,6 +28,7 @@ from appliance.graphfiles.chat_template import (
     template_tools,
 )
 from appliance.graphfiles.gguf import DEFAULT_CONTEXT_LENGTH, GGUFError, GGUFHeader, read_header
+from appliance.graphfiles.model_formats import special_tokens
 from appliance.graphfiles.model_json import json_object
 from appliance.graphfiles.vision import ImageRule, image_rule, native_tokens
 
@@ -90,8 +91,9 @@ class ModelFacts:
             does = "renders tools and tool calls"
         if self.template_source == NO_TEMPLATE.source:
             return f"no chat template in the model's files: {does}"
-        teaches = f", writes {tools.tool_parser} calls" if tools.tool_parser else ""
-        return f"chat template ({self.template_source}): {does}{teaches}"
+        teaches = f", tool parser {tools.tool_parser or 'none'} ({tools.tool_reason})"
+        reasons = f", reasoning parser {tools.reasoning_parser or 'none'} ({tools.reasoning_reason})"
+        return f"chat template ({self.template_source}): {does}{teaches}{reasons}"
 
 
 def read_facts(
@@ -125,7 +127,7 @@ def read_facts(
         template = read_chat_template(model_path)
     return ModelFacts(
         *context,
-        template_tools(template.text),
+        template_tools(template.text, frozenset() if gguf else special_tokens(model_path)),
         template.source,
         accepts_images=accepts_images,
         image_rule=image_rule(model_path) if accepts_images else None,

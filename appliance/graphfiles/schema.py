@@ -224,12 +224,21 @@ class Graph(_Config, dict=True):
     aliases: tuple[ModelName, ...] = ()
     """Other names requests may use for this model, e.g. the placeholder a client sends when it
     does not ask for a model (Hugging Face's InferenceClient: "tgi", or "dummy" for a URL)."""
-    tool_parser: Literal["hermes", "llama3_json", "mistral"] | None = None
-    """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Qwen/Hermes),
-    llama3_json (`{"name": ..., "parameters": ...}`), mistral (`[TOOL_CALLS][...]`). None: requests
-    with `tools` are refused."""
-    reasoning_parser: Literal["think"] | None = None
-    """think: text inside `<think>...</think>` is returned as `reasoning_content`."""
+    tool_parser: (
+        Literal["hermes", "llama3_json", "mistral", "phi4_mini", "qwen3_coder", "glm45", "deepseek_r1", "harmony"]
+        | None
+    ) = None
+    """How the model writes tool calls: hermes (`<tool_call>{...}</tool_call>`, Hermes, Qwen 2.5/3),
+    llama3_json (`{"name": ..., "parameters": ...}`), mistral (`[TOOL_CALLS][...]`), phi4_mini
+    (`<|tool_call|>[...]<|/tool_call|>`), qwen3_coder (`<tool_call><function=...><parameter=...>`),
+    glm45 (`<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value></tool_call>`),
+    deepseek_r1 (`<｜tool▁calls▁begin｜>...`), harmony (gpt-oss: `commentary to=functions.NAME`).
+    None: the format the chat template (or the tokenizer's tokens) shows, else hermes taught by
+    the appliance's own tool prompt (docs/models.md)."""
+    reasoning_parser: Literal["think", "harmony"] | None = None
+    """think: text inside `<think>...</think>` (the block may open in the prompt) is returned as
+    `reasoning_content`; harmony: gpt-oss's `analysis` channel is. None: the format the chat
+    template shows, else no reasoning is split out."""
     speech_model: ModelName | None = None
     """A speech-to-text graph served beside this one: the `input_audio` parts of chat messages are
     transcribed by it, and the model reads the text heard. None: audio parts are refused."""

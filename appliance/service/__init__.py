@@ -10,7 +10,8 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
   pool (`grammar_builds`: threads of its own, once per constraint in flight, abandoned when the
   client leaves);
 - `sampling` (with `speculative`): the engine's SamplingParams;
-- `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks.
+- `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks;
+  the model families' call formats are the `tool_formats` package, one module per family.
 
 `completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer
 routes, `retrieval` embeddings (and the bounds every retrieval request shares), `relevance` rerank

@@ -21,7 +21,7 @@ from typing import Any
 from appliance.engine import ChatPrompt, EngineClient, RequestStream, SamplingParams
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
-from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
+from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, Tool
 from appliance.service.chat_output import chat_completion, chat_completion_chunks
 from appliance.service.chat_prompt import chat_messages, template_options
 from appliance.service.constraints import constrained_output
@@ -93,8 +93,9 @@ async def plan_chat(engine: EngineClient, request: ChatCompletionRequest, names:
         stop_param=names("stop"),
         logprobs=request.logprobs,
         grammar=grammar,
-        # Tool-call markers are often special tokens: keep them in the text the parser reads.
-        skip_special_tokens=tools.parser is None
+        # Tool-call markers (and harmony's channels) are often special tokens: keep them in the
+        # text the parsers read.
+        skip_special_tokens=(tools.parser is None and not engine.tools.keeps_special_tokens)
         if request.skip_special_tokens is None
         else request.skip_special_tokens,
     )
@@ -117,6 +118,8 @@ class ChatCall:
     stream: RequestStream
     reasoning_parser: str | None
     tool_parser: str | None
+    tools: tuple[Tool, ...] = ()
+    """The tools in play (their schemas type the values of some formats' calls)."""
 
     def pieces(self) -> AsyncIterator[AnswerPiece]:
         """The answer as typed pieces (reasoning, content, tool calls, finishes, usage last): what
@@ -127,6 +130,7 @@ class ChatCall:
             logprobs=bool(self.request.logprobs),
             reasoning_parser=self.reasoning_parser,
             tool_parser=self.tool_parser,
+            tools=self.tools,
         )
 
     def chunks(self) -> AsyncIterator[ChatCompletionChunk]:
@@ -169,5 +173,9 @@ async def open_chat(
             exc.param = names(exc.param)
         raise
     return ChatCall(
-        request=request, stream=stream, reasoning_parser=engine.graph.reasoning_parser, tool_parser=plan.tools.parser
+        request=request,
+        stream=stream,
+        reasoning_parser=engine.tools.reasoning,
+        tool_parser=plan.tools.parser,
+        tools=plan.tools.tools,
     )

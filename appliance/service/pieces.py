@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from appliance.engine import Finished, RequestStream, TokenLogprob
-from appliance.service.reasoning import ReasoningStream
+from appliance.protocol.openai import Tool
+from appliance.service.reasoning import reasoning_stream
 from appliance.service.streams import Usage, finish_reason, merged
-from appliance.service.tool_parsers import ToolCallStream, new_call_id, tool_parser
+from appliance.service.tool_parsers import ToolCallStream, new_call_id, tool_parser, tool_schemas
 
 __all__ = [
     "AnswerPiece",
@@ -86,11 +87,20 @@ AnswerPiece = ReasoningPiece | ContentPiece | ToolCallPiece | FinishPiece | Usag
 class _ChoiceParsers:
     """One choice's text, split into reasoning, content and tool calls as it arrives."""
 
-    def __init__(self, choice: int, reasoning_parser: str | None, tool_parser_name: str | None, prompt_tail: str):
+    def __init__(
+        self,
+        choice: int,
+        reasoning_parser: str | None,
+        tool_parser_name: str | None,
+        prompt_tail: str,
+        tools: tuple[Tool, ...] = (),
+    ):
         self._choice = choice
-        self._reasoning = ReasoningStream(prompt_tail=prompt_tail) if reasoning_parser else None
+        if tool_parser_name == "harmony":
+            reasoning_parser = "harmony"  # calls are messages among the channels: split those first
+        self._reasoning = reasoning_stream(reasoning_parser, prompt_tail=prompt_tail) if reasoning_parser else None
         self._parser = tool_parser(tool_parser_name) if tool_parser_name else None
-        self._tools = ToolCallStream(self._parser) if self._parser else None
+        self._tools = ToolCallStream(self._parser, tool_schemas(tools)) if self._parser else None
         self.calls = 0
 
     def feed(self, text: str, logprobs: list[TokenLogprob] | None, *, final: bool) -> list[AnswerPiece]:
@@ -126,9 +136,13 @@ async def answer_pieces(
     logprobs: bool,
     reasoning_parser: str | None,
     tool_parser: str | None,
+    tools: tuple[Tool, ...] = (),
 ) -> AsyncIterator[AnswerPiece]:
-    """The pieces of `stream`'s `choices` sequences as they arrive, then the usage."""
-    parsers = [_ChoiceParsers(index, reasoning_parser, tool_parser, stream.prompt_tail) for index in range(choices)]
+    """The pieces of `stream`'s `choices` sequences as they arrive, then the usage; `tools`: the
+    request's tools in play (formats whose values are typed by their schemas read them)."""
+    parsers = [
+        _ChoiceParsers(index, reasoning_parser, tool_parser, stream.prompt_tail, tools) for index in range(choices)
+    ]
     usage = Usage([stream])
     async for _, event in merged([stream]):
         final = isinstance(event, Finished)

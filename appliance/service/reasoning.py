@@ -1,14 +1,18 @@
-"""Reasoning content: the text a model writes inside `<think>...</think>` (graph file
-`reasoning_parser = "think"`: Qwen3, DeepSeek-R1 and their kin), split from the answer as it streams.
+"""Reasoning content, split from the answer as it streams, by the model's reasoning parser:
 
-The block may open in the output or already in the prompt (templates that end the generation
-prompt with `<think>`); a `</think>` without an opening tag in the output closes a block the prompt
-opened. Tag text never reaches either part.
+- think (Qwen3, DeepSeek-R1 and its distills, QwQ and their kin): the text inside
+  `<think>...</think>`. The block may open in the output or already in the prompt (templates that
+  end the generation prompt with `<think>`, so the output starts inside the reasoning); a
+  `</think>` without an opening tag in the output closes a block the prompt opened. Tag text never
+  reaches either part.
+- harmony (gpt-oss): the `analysis` channel (`service.tool_formats.harmony.HarmonyChannels`).
 """
 
 from __future__ import annotations
 
-__all__ = ["ReasoningStream"]
+from appliance.service.tool_formats import HarmonyChannels
+
+__all__ = ["REASONING_PARSERS", "ReasoningStream", "reasoning_stream"]
 
 OPEN, CLOSE = "<think>", "</think>"
 
@@ -63,3 +67,14 @@ class ReasoningStream:
             self._state = "content"
         content, self._pending = self._pending, ""
         return reasoning, content
+
+
+REASONING_PARSERS = ("think", "harmony")
+
+
+def reasoning_stream(name: str, *, prompt_tail: str = "") -> ReasoningStream | HarmonyChannels:
+    """The splitter of the reasoning parser `name` (one of REASONING_PARSERS), for an answer whose
+    prompt ends in `prompt_tail`."""
+    if name == "harmony":
+        return HarmonyChannels(prompt_tail=prompt_tail)
+    return ReasoningStream(prompt_tail=prompt_tail)

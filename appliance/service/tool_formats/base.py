@@ -1,0 +1,118 @@
+"""What every call format shares: the parsed call, the format's interface, and JSON helpers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.grammar import schema_expression
+from appliance.grammar.ebnf import RuleSet, literal
+from appliance.grammar.json_schema import SPACE
+
+__all__ = ["NO_SCHEMAS", "CallFormat", "ParsedCall", "json_call", "json_values", "valid_prefix"]
+
+DECODER = json.JSONDecoder()
+NO_SCHEMAS: Mapping[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    name: str
+    arguments: str
+    """JSON text of the arguments object."""
+
+
+def json_call(obj: Any, arguments_key: str = "arguments") -> ParsedCall | None:
+    """The call a decoded `{"name": ..., "arguments": {...}}` object holds (None if it holds none);
+    arguments given as JSON text are read too."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    arguments = obj.get(arguments_key, obj.get("arguments", obj.get("parameters", {})))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ParsedCall(name=obj["name"], arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def json_values(text: str, position: int, separator: str) -> list[tuple[Any, int]]:
+    """Consecutive JSON values from `position`, separated by `separator` (and whitespace), each
+    with the position after it; stops at the first thing that is not one."""
+
+    def skip_space(at: int) -> int:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        return at
+
+    values: list[tuple[Any, int]] = []
+    while True:
+        start = skip_space(position)
+        if values:
+            if not text.startswith(separator, start):
+                return values
+            start = skip_space(start + len(separator))
+        try:
+            value, position = DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):  # a model can write 2,000 brackets as well as text
+            return values
+        values.append((value, position))
+
+
+def valid_prefix(candidates: list[tuple[Any, int]], arguments_key: str = "arguments") -> tuple[list[ParsedCall], int]:
+    """The leading candidates that are calls, and where the last of them ends."""
+    calls, end = [], 0
+    for value, position in candidates:
+        call = json_call(value, arguments_key)
+        if call is None:
+            break
+        calls.append(call)
+        end = position
+    return calls, end
+
+
+class CallFormat:
+    """One model family's way of writing tool calls.
+
+    `marker` starts the calls ("" for llama3_json, whose calls are the whole answer); `end`, when
+    the format has one, closes a block of calls, after which the answer may go on as text (else
+    the calls run to the end of the answer). `ToolCallStream` streams text around them.
+    """
+
+    name = ""
+    marker = ""
+    end = ""
+    id_length = 24
+    arguments_key = "arguments"
+
+    def parse_calls(self, text: str, schemas: Mapping[str, Any] = NO_SCHEMAS) -> tuple[list[ParsedCall], int]:
+        """The complete, valid calls at the start of `text` (which starts at the marker) and where
+        they end. What follows (e.g. a call cut off by max_tokens) is not a call. `schemas`: the
+        request's tools' parameter schemas by name, for formats whose values are typed by them."""
+        raise NotImplementedError
+
+    def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        """(name, arguments) calls as the model writes them (for prompts whose template cannot)."""
+        raise NotImplementedError
+
+    def call_grammar(self, name: str, schema: dict[str, Any], rules: RuleSet, path: str) -> str:
+        """The grammar expression of one call of the function `name` with arguments valid against
+        `schema`: by default the JSON object `{"name": ..., "<arguments_key>": {...}}`."""
+        arguments = schema_expression(schema, rules, path)
+        return (
+            f'"{{" {literal(chr(34) + "name" + chr(34) + ":")} {SPACE} {literal(json.dumps(name))} '
+            f'"," {SPACE} {literal(json.dumps(self.arguments_key) + ":")} {SPACE} {arguments} "}}"'
+        )
+
+    def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        """The grammar expression of an answer made of 1 to `max_calls` calls, each matching the
+        rule `call`: the answer may end after every complete call.
+
+        What repeats is a rule of its own: the engine writes out each copy, and each copied
+        literal costs it a pass over the vocabulary when compiling.
+        """
+        raise NotImplementedError
