@@ -57,7 +57,7 @@ def test_serve_help_shows_defaults_from_the_settings() -> None:
 
 def test_every_subcommand_has_help_and_a_description() -> None:
     parsers = _subparsers()
-    assert set(parsers) == {"serve", "config", "check", "devices", "models", "demo", "export", "bench", "soak"}
+    assert set(parsers) == {"serve", "config", "check", "devices", "models", "demo", "export", "bench", "soak", "tune"}
     assert len(COMMANDS) + len(TOOLS) == len(parsers)
     for name, parser in parsers.items():
         assert parser.description, name

@@ -45,6 +45,7 @@ PLACE = {
     "metrics": 7.5,
     "settings": 7.5,
     "cpu_affinity": 7.5,
+    "cpu_features": 7.5,
     "errors": 8,
     "": 8,  # appliance/__init__.py
 }
