@@ -37,13 +37,14 @@ def test_the_packaged_clip_is_the_tests_recording() -> None:
     assert DEFAULT_CLIP.read_bytes() == TESTS_CLIP.read_bytes()
 
 
-def test_a_recording_repeats_the_clip_with_silent_gaps_until_long_enough(tmp_path: Path) -> None:
+def test_a_recording_repeats_the_clip_with_silent_gaps_to_the_length_asked(tmp_path: Path) -> None:
     clip = load_clip(DEFAULT_CLIP)
     assert len(clip) / SAMPLE_RATE == pytest.approx(2.148, abs=0.001)
     recording = build_recording(clip, 30.0)
-    # 2.148 s + n x (0.5 + 2.148) >= 30 -> n = 11, so 12 clips
-    assert recording.repeats == 12 and 30 <= recording.seconds < 30 + 2.7
+    # 2.148 s + n x (0.5 + 2.148) nearest 30 s: n = 11 (31.27 s; 10 would make 28.63 s), so 12 clips
+    assert recording.repeats == 12 and recording.seconds == pytest.approx(31.273, abs=0.001)
     assert len(recording.samples) == 12 * len(clip) + 11 * round(GAP_SECONDS * SAMPLE_RATE)
+    assert build_recording(clip, 5.0).repeats == 2 and build_recording(clip, 0.1).repeats == 1
     gap_start = len(clip)
     assert not recording.samples[gap_start : gap_start + round(GAP_SECONDS * SAMPLE_RATE)].any()
     np.testing.assert_allclose(recording.samples[: len(clip)], clip, atol=1 / 32768)
@@ -178,6 +179,9 @@ def test_the_report_tables_and_json() -> None:
     systems = [FakeSystem("served", log, 1.0), FakeSystem("raw", log, 0.5), FakeSystem("faster-whisper int8", log, 2.0)]
     recording = _recording()
     heard = hear_all(systems, recording.samples, SAID)
+    assert log == [f"close {name}" for name in ("served", "raw", "faster-whisper int8")]  # in turns: each alone
+    hear_all(systems, recording.samples, SAID, keep_loaded=True)
+    assert len(log) == 3
     assert heard["served"] == ("The capital of France is Paris.", 0.0)
     assert heard["raw"][1] == pytest.approx(1 / 6)
     shown = heard_table(heard, SAID)

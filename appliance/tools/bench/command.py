@@ -94,8 +94,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--audio-seconds",
         type=float,
         metavar="S",
-        help="each request's recording: the clip repeated with 0.5 s of silence until it lasts at least S "
-        "seconds (default 30)",
+        help="each request's recording: the clip repeated with 0.5 s of silence, as many times as comes nearest "
+        "S seconds (default 30)",
     )
     speech.add_argument(
         "--faster-whisper",

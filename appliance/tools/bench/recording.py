@@ -3,8 +3,8 @@ request, and how well a system heard the sentence it is made of.
 
 The recording is a clip (`--audio FILE` in any format the server decodes, or the packaged
 `data/capital-of-france.wav`: espeak-ng saying "The capital of France is Paris.", 2.1 s) repeated
-with `GAP_SECONDS` of silence between the repeats until it lasts at least the seconds asked (a clip
-longer than that is sent once, whole). Every system gets the same 16 kHz mono samples: the server
+with `GAP_SECONDS` of silence between the repeats, as many times as brings it nearest the seconds
+asked (at least once: a clip longer than that is sent whole). Every system gets the same 16 kHz mono samples: the server
 as a 16-bit PCM wav in a multipart form (so its decoding is part of what is measured), the
 in-process systems as the float samples the server would have decoded.
 """
@@ -12,7 +12,6 @@ in-process systems as the float samples the server would have decoded.
 from __future__ import annotations
 
 import io
-import math
 import re
 import uuid
 import wave
@@ -72,13 +71,13 @@ def load_clip(path: Path) -> np.ndarray:
 
 
 def build_recording(clip: np.ndarray, seconds: float) -> Recording:
-    """`clip` repeated with GAP_SECONDS of silence between repeats until it lasts at least
-    `seconds` (at least once)."""
+    """`clip` repeated with GAP_SECONDS of silence between repeats, the number of repeats that comes
+    nearest `seconds` (at least one)."""
     if len(clip) == 0:
         raise ValueError("the clip holds no audio")
     gap = np.zeros(round(GAP_SECONDS * SAMPLE_RATE), dtype=np.float32)
     step = len(clip) + len(gap)
-    repeats = max(1, math.ceil((seconds * SAMPLE_RATE - len(clip)) / step) + 1)
+    repeats = max(1, round((seconds * SAMPLE_RATE - len(clip)) / step) + 1)
     parts = [clip.astype(np.float32, copy=False)]
     for _ in range(repeats - 1):
         parts += [gap, parts[0]]

@@ -7,7 +7,8 @@ the graph's own pipeline in process (back to back: the engine runs one `generate
 that is what N clients can get from it at best, and their latencies are computed as N clients
 queued on it would see them), and faster-whisper with one replica per client. Before the levels,
 each system transcribes the clip once, alone, and the report prints what it heard (and its word
-error rate on the packaged sentence).
+error rate on the packaged sentence). Each system's first request after it is loaded is a warm-up,
+not measured.
 
 In turns (the default) each system runs all its levels and is then unloaded, so it runs alone;
 the order of the systems flips every round. With `--interleave` every system stays loaded and each
@@ -49,12 +50,17 @@ def requests_for(concurrency: int, requests: int | None) -> int:
     return requests or max(8, 3 * concurrency)
 
 
-def hear_all(systems: Sequence[SpeechSystem], clip: np.ndarray, reference: str | None) -> Heard:
-    """Each system's transcription of the clip alone, and its word error rate on `reference`."""
+def hear_all(
+    systems: Sequence[SpeechSystem], clip: np.ndarray, reference: str | None, *, keep_loaded: bool = False
+) -> Heard:
+    """Each system's transcription of the clip alone, and its word error rate on `reference`; each
+    system is closed after it unless `keep_loaded` (--interleave keeps every system loaded)."""
     heard: Heard = {}
     for system in systems:
         text = system.hear(clip)
         heard[system.name] = (text, word_error_rate(reference, text) if reference else None)
+        if not keep_loaded:
+            system.close()
     return heard
 
 

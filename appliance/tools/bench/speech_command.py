@@ -56,7 +56,7 @@ def run_speech(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
             if not args.no_raw:
                 systems.append(RawWhisper(graph, say))
             systems += peers
-            heard = hear_all(systems, clip, reference)
+            heard = hear_all(systems, clip, reference, keep_loaded=args.interleave)
             rounds = run_speech_bench(
                 systems,
                 levels,
