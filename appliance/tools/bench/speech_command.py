@@ -73,8 +73,8 @@ def run_speech(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     print(f"speech bench: {graph.name}; {machine_line(machine)}")
     print(
         f"each request: {recording.seconds:.1f} s of audio ({clip_path.name}, {recording.clip_seconds:.1f} s, "
-        f"{recording.repeats} time(s) with 0.5 s gaps); raw = the graph's WhisperPipeline, one generate "
-        "at a time, back to back\n"
+        f"x {recording.repeats}, 0.5 s apart); raw = the graph's WhisperPipeline, one generate at a time, "
+        "back to back\n"
     )
     if skipped:
         print("".join(f"skipped {name}: {why}\n" for name, why in skipped.items()))
