@@ -215,3 +215,52 @@ def test_bench_interleaved_with_a_peer(demo_root: Path, tmp_path: Path) -> None:
         for name in ("appliance", "fake"):
             assert len(level["rounds"][name]["over_raw"]) == 2 and level["rounds"][name]["over_raw_median"] > 0
         assert level["systems"]["appliance"]["completed"] == 2
+
+
+def test_bench_command_on_a_speech_graph(whisper_root: Path, tmp_path: Path) -> None:
+    """demo-whisper served against its raw WhisperPipeline (and faster-whisper int8 on the same
+    tiny.en weights, where it is installed): every system heard the sentence, every level has each
+    system's figures, and the words of each answer add up to what the recording says."""
+    from importlib.util import find_spec
+
+    from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID
+
+    graph = tmp_path / "demo-whisper.toml"
+    source = (whisper_root / "graphs" / "demo-whisper.toml").read_text()
+    graph.write_text(source.replace('model_path = "../models/', f'model_path = "{whisper_root.resolve()}/models/'))
+    report_path = tmp_path / "speech.json"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "appliance", "bench", "--graph", str(graph),
+            "--concurrency", "1,2", "--audio-seconds", "5", "--requests", "2",
+            "--faster-whisper", "int8", "--json", str(report_path),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    peer = find_spec("faster_whisper") is not None
+    systems = ["served", "raw", *(["faster-whisper int8"] if peer else [])]
+    report = json.loads(report_path.read_text())
+    assert report["systems"] == systems and report["machine"]["cpu_model"] in result.stdout
+    if not peer:
+        assert "faster-whisper is not installed" in report["skipped"]["faster-whisper"]
+    # The 2.1 s sentence twice with a 0.5 s gap: 5 s asked, 4.8 s sent.
+    assert report["recording"]["repeats"] == 2 and report["recording"]["seconds"] == pytest.approx(4.796, abs=0.01)
+    for name in systems:
+        heard = report["heard"][name]
+        assert heard["word_error_rate"] <= MAX_WORD_ERROR_RATE, (name, heard)
+        assert f"| {name} | " in result.stdout
+    assert SAID in result.stdout
+    assert [level["concurrency"] for level in report["levels"]] == [1, 2]
+    for level in report["levels"]:
+        assert list(level["systems"]) == systems
+        for name, entry in level["systems"].items():
+            (figures,) = entry["rounds"]
+            assert figures["requests"] == 2 and figures["audio_seconds_per_second"] > 0, (name, figures)
+            assert 0 < figures["latency_p50_s"] <= figures["latency_p95_s"], (name, figures)
+            # Each answer is the sentence twice over (12 words; a slip of a word or two allowed).
+            assert 2 * 10 <= figures["words"] <= 2 * 14, (name, figures)
+            if name != "served":
+                assert entry["served_over_this_median"] > 0
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2 * len(systems)

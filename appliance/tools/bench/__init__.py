@@ -14,8 +14,15 @@ Modules: `command` (the subcommand's flags), `runner` (the order of it all), `wo
 the arrival schedule, prompts of an exact token count), `client` (the SSE driver, over the small
 HTTP client in `http`), `peers` (other servers: by URL or a command started for their turn), `raw`
 (the pipeline baseline), `metrics` (TTFT/TPOT/ITL/goodput math), `report` (table, JSON), `plot`
-(PNG), `local_server` (a private `appliance serve`), `speculative` (a separate script: speculative
-decoding's speed-up, see docs/speculative.md).
+(PNG), `local_server` (a private `appliance serve`), `machine` (the CPU a run was measured on),
+`embeddings` (an embedding graph: served against its raw TextEmbeddingPipeline), `speculative` (a
+separate script: speculative decoding's speed-up, see docs/speculative.md).
+
+A speech-to-text graph has a bench of its own: `speech_command` (its flags), `speech` (the order
+of it all), `recording` (the audio sent, its upload, the word error rate), `speech_systems` (the
+server, the raw WhisperPipeline, faster-whisper), `speech_figures` (real-time factor, latency
+percentiles, the raw baseline's queueing), `speech_report` (tables, JSON); `data/` holds its
+default clip.
 """
 
 from appliance.tools.bench.command import register, run

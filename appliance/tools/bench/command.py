@@ -28,7 +28,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument("--model", help="model name to send (default: the graph's name)")
     parser.add_argument("--api-key", metavar="KEY", help="bearer key for --url")
     parser.add_argument(
-        "--concurrency", default="1,4,16", metavar="N,N,...", help="concurrency levels (default 1,4,16)"
+        "--concurrency", metavar="N,N,...", help="concurrency levels (default 1,4,16; a speech graph 1,4,8)"
     )
     parser.add_argument(
         "--rate",
@@ -40,7 +40,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--requests",
         type=int,
         metavar="N",
-        help="requests per level (default max(8, 4 x concurrency); open loop max(16, 10 x rate))",
+        help="requests per level (default max(8, 4 x concurrency); open loop max(16, 10 x rate); "
+        "embeddings max(64, 4 x concurrency); speech max(8, 3 x concurrency))",
     )
     parser.add_argument(
         "--multi-turn",
@@ -51,8 +52,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "so far: TTFT per turn, and the appliance with prefix caching on against off (closed loop; "
         "--requests counts conversations; no raw baseline)",
     )
-    parser.add_argument("--prompt-tokens", type=int, default=128, metavar="N", help="default 128")
-    parser.add_argument("--output-tokens", type=int, default=128, metavar="N", help="default 128")
+    parser.add_argument("--prompt-tokens", type=int, metavar="N", help="default 128")
+    parser.add_argument("--output-tokens", type=int, metavar="N", help="default 128")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw throughput and TTFT (PNG)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw pipeline baseline")
@@ -80,6 +81,27 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     parser.add_argument(
         "--goodput-tpot", type=float, default=100.0, metavar="MS", help="goodput's TPOT target (default 100 ms)"
+    )
+    speech = parser.add_argument_group("speech: a speech-to-text graph (POST /v1/audio/transcriptions)")
+    speech.add_argument(
+        "--audio",
+        type=Path,
+        metavar="FILE",
+        help="the clip each request's recording repeats (any format the server decodes; default: a packaged "
+        '2.1 s wav of "The capital of France is Paris.")',
+    )
+    speech.add_argument(
+        "--audio-seconds",
+        type=float,
+        metavar="S",
+        help="each request's recording: the clip repeated with 0.5 s of silence, as many times as comes nearest "
+        "S seconds (default 30)",
+    )
+    speech.add_argument(
+        "--faster-whisper",
+        metavar="TYPE,TYPE,...",
+        help="faster-whisper's compute types measured as peers on the same tiny.en weights (default "
+        "int8,float32; none: no peer)",
     )
     peers = parser.add_argument_group("peers: other OpenAI-compatible servers measured in the same run")
     peers.add_argument(
@@ -133,7 +155,17 @@ def run(args: argparse.Namespace) -> int:
     from appliance.tools.bench.plot import write_plot
     from appliance.tools.bench.runner import BenchOptions, run_bench
 
-    if load_graph(args.graph).task == "embed":
+    task = load_graph(args.graph).task
+    speech_flags = [flag for flag, value in _speech_flags(args).items() if value is not None]
+    if task == "transcribe":
+        from appliance.tools.bench.speech_command import run_speech
+
+        return run_speech(args, levels if args.concurrency else (1, 4, 8))
+    if speech_flags:
+        raise ValueError(f"{', '.join(speech_flags)}: only for a speech-to-text graph")
+    args.prompt_tokens = 128 if args.prompt_tokens is None else args.prompt_tokens
+    args.output_tokens = 128 if args.output_tokens is None else args.output_tokens
+    if task == "embed":
         return _run_embeddings(args, levels)
     peers = parse_peers(args.peer, args.peer_command, args.peer_url, args.peer_model)
 
@@ -225,13 +257,19 @@ def _run_embeddings(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     return 0
 
 
+def _speech_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {"--audio": args.audio, "--audio-seconds": args.audio_seconds, "--faster-whisper": args.faster_whisper}
+
+
 def _levels(args: argparse.Namespace) -> tuple[int, ...]:
     """The concurrency levels, after checking them and the counts (ValueError names the flag)."""
+    given = args.concurrency or "1,4,16"
     try:
-        levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())
+        levels = tuple(int(level) for level in given.split(",") if level.strip())
     except ValueError:
-        raise ValueError(f"--concurrency {args.concurrency!r}: expected numbers like 1,4,16") from None
-    if not levels or min(levels) < 1 or min(args.prompt_tokens, args.output_tokens, args.requests or 1) < 1:
+        raise ValueError(f"--concurrency {given!r}: expected numbers like 1,4,16") from None
+    counts = (args.prompt_tokens, args.output_tokens, args.requests)
+    if not levels or min(levels) < 1 or any(count is not None and count < 1 for count in counts):
         raise ValueError("--concurrency, --requests and the token counts must be positive")
     return levels
 

@@ -1,4 +1,4 @@
-"""A minimal HTTP/1.1 client for streamed POSTs: one keep-alive connection per benchmark worker.
+"""A minimal HTTP/1.1 client for streamed POSTs (JSON, or any body such as a multipart form): one keep-alive connection per benchmark worker.
 
 The load generator shares the machine with the server it measures. httpx costs ~60 us of Python
 per SSE chunk (anyio timeouts, h11 events, several async layers): at 16 streams on a 2-core box
@@ -41,25 +41,29 @@ class HTTPConnection:
         """Send `payload` as JSON; the response is read as it arrives."""
         return Response(self, path, json.dumps(payload).encode())
 
-    async def _send(self, path: str, body: bytes) -> tuple[asyncio.StreamReader, bytes]:
+    def post_body(self, path: str, body: bytes, content_type: str) -> Response:
+        """Send `body` as it is (e.g. a multipart form), declared as `content_type`."""
+        return Response(self, path, body, content_type)
+
+    async def _send(self, path: str, body: bytes, content_type: str) -> tuple[asyncio.StreamReader, bytes]:
         """Send the request and read the response's head; a kept-alive connection the server
         closed meanwhile (llama-server closes it after each streamed response without saying so)
         is opened anew and the request sent once more, as HTTP clients do when no byte of a
         response came back."""
         reused = self._writer is not None and not self._writer.is_closing()
         try:
-            return await self._exchange(path, body)
+            return await self._exchange(path, body, content_type)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             nothing_read = not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial
             if not (reused and nothing_read):
                 raise
             await self.close()
-            return await self._exchange(path, body)
+            return await self._exchange(path, body, content_type)
 
-    async def _exchange(self, path: str, body: bytes) -> tuple[asyncio.StreamReader, bytes]:
+    async def _exchange(self, path: str, body: bytes, content_type: str) -> tuple[asyncio.StreamReader, bytes]:
         if self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port, limit=_LIMIT)
-        head = [f"POST {self._prefix}{path} HTTP/1.1", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
         head += [f"{name}: {value}" for name, value in self._headers.items()]
         self._writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await self._writer.drain()
@@ -79,8 +83,10 @@ class HTTPConnection:
 class Response:
     """A response whose body is read piece by piece, each piece stamped with its arrival time."""
 
-    def __init__(self, connection: HTTPConnection, path: str, body: bytes) -> None:
-        self._connection, self._path, self._body = connection, path, body
+    def __init__(
+        self, connection: HTTPConnection, path: str, body: bytes, content_type: str = "application/json"
+    ) -> None:
+        self._connection, self._path, self._body, self._content_type = connection, path, body, content_type
         self.status = 0
         self.headers: dict[str, str] = {}
         self._reader: asyncio.StreamReader | None = None
@@ -88,7 +94,7 @@ class Response:
 
     async def __aenter__(self) -> Response:
         try:
-            self._reader, block = await self._connection._send(self._path, self._body)
+            self._reader, block = await self._connection._send(self._path, self._body, self._content_type)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             await self._connection.close()
             raise HTTPError(f"no response: {exc!r}") from exc
