@@ -12,13 +12,13 @@ it at most one word in six ("in" for "is"), hence the bound on the word error ra
 from __future__ import annotations
 
 import json
-import re
 import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from appliance.tools.bench.recording import word_error_rate, words
 from appliance.tools.demo import build_demo
 from appliance.tools.demo.recipes import RECIPES
 from appliance.tools.demo.store import is_current
@@ -34,21 +34,6 @@ def read_wav(path: Path) -> np.ndarray:
     with wave.open(str(path)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (16000, 1, 2)
         return np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(np.float32) / 32768
-
-
-def words(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Word-level edit distance over the reference's length (case and punctuation ignored)."""
-    ref, hyp = words(reference), words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, ref_word in enumerate(ref, 1):
-        diagonal, row[0] = row[0], i
-        for j, hyp_word in enumerate(hyp, 1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ref_word != hyp_word))
-    return row[-1] / len(ref)
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,15 @@ import numpy as np
 __all__ = [
     "DEFAULT_CLIP",
     "GAP_SECONDS",
+    "Recording",
     "SAID",
     "SAMPLE_RATE",
-    "Recording",
     "build_recording",
     "load_clip",
     "multipart_form",
     "wav_bytes",
     "word_error_rate",
+    "words",
 ]
 
 SAMPLE_RATE = 16_000
@@ -119,13 +120,13 @@ def multipart_form(fields: dict[str, str], file: bytes, filename: str = "recordi
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
     return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word-level edit distance over the reference's length (case and punctuation ignored)."""
-    ref, hyp = _words(reference), _words(hypothesis)
+    ref, hyp = words(reference), words(hypothesis)
     row = list(range(len(hyp) + 1))
     for i, ref_word in enumerate(ref, 1):
         diagonal, row[0] = row[0], i
