@@ -180,6 +180,8 @@ class EngineClient:
         self._reserved = 0
         self._asking = 0
         """Tokenize and detokenize commands sent and not answered."""
+        self._audio_seconds = 0.0
+        """Speech graphs: seconds of audio sent to transcribe and not answered."""
         self._on_fatal = on_fatal
         self._process: EngineProcess | None = None
         self._outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
@@ -528,8 +530,20 @@ class EngineClient:
         """The text of `samples` (16 kHz mono float32, little-endian), transcribed or translated
         (speech-to-text graphs); with `options.stream`, `on_text` gets the text as it is decoded."""
         started = time.monotonic()
-        answer = await self._ask(lambda request_id: Transcribe(request_id, options, samples), "transcribe", on_text)
-        self._metrics.transcribed(time.monotonic() - started, memoryview(samples).nbytes / 4 / 16_000, answer.tokens)
+        seconds = memoryview(samples).nbytes / 4 / 16_000
+        held, limit = self._audio_seconds, self.graph.speech.max_queued_audio_seconds
+        if held and held + seconds > limit:
+            raise Overloaded(
+                f"Model '{self.name}' holds {held:.0f} s of audio to transcribe; with this request's {seconds:.0f} s "
+                f"it would pass its limit of {limit:g} s (speech.max_queued_audio_seconds). Try again shortly.",
+                retry_after=max(1, int(held // 30)),
+            )
+        self._audio_seconds += seconds
+        try:
+            answer = await self._ask(lambda request_id: Transcribe(request_id, options, samples), "transcribe", on_text)
+        finally:
+            self._audio_seconds -= seconds
+        self._metrics.transcribed(time.monotonic() - started, seconds, answer.tokens)
         return answer
 
     def admit(self, task: Task) -> None:

@@ -93,6 +93,12 @@ def _check_speech(path: Path, graph: Graph) -> None:
             raise ConfigError(f"{path}: `[speech]` applies to speech-to-text graphs only (`pipeline` SPEECH_TO_TEXT)")
         return
     _check_not_generative(path, graph)
+    if graph.speech.max_queued_audio_seconds < graph.speech.max_audio_seconds:
+        raise ConfigError(
+            f"{path}: `speech.max_queued_audio_seconds` ({graph.speech.max_queued_audio_seconds:g}) is below "
+            f"`speech.max_audio_seconds` ({graph.speech.max_audio_seconds:g}): a request of the longest audio "
+            "could never be taken"
+        )
     # Judged from the model's files once they are there (`check_paths=False` reads a graph alone).
     read = (graph.model_dir / "generation_config.json").is_file()
     if graph.speech.word_timestamps and read and not facts.alignment_heads:

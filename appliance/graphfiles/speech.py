@@ -44,6 +44,10 @@ class SpeechSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     max_upload_bytes: Annotated[int, msgspec.Meta(ge=1024)] = _OPENAI_UPLOAD_BYTES
     """Bytes of one uploaded file (OpenAI's limit, 25 MB, by default). The server's own
     `max_body_size` bounds the whole request too."""
+    max_queued_audio_seconds: Annotated[float, msgspec.Meta(gt=0)] = 7200
+    """Audio the model's requests may hold at once, waiting or being transcribed (beyond it: 503
+    with Retry-After). Each second is 64 KB of samples in the engine while it waits: the default
+    holds at most about 460 MB, whatever `limits.max_queued_requests` allows."""
     word_timestamps: bool = False
     """Serve `timestamp_granularities[]=word` (verbose_json). The pipeline then computes word
     alignments for every request (it is a constructor flag), which costs time; the model's

@@ -25,6 +25,7 @@ from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID, SPEECH, read
 
 MULTI_MAX_SECONDS = 60
 MULTI_MAX_UPLOAD = 512 * 1024
+MULTI_MAX_QUEUED = 90
 SRT_CUE = re.compile(r"^\d+\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\n(.+)", re.M)
 VTT_CUE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} --> \d\d:\d\d:\d\d\.\d{3}\n.+", re.M)
 
@@ -42,7 +43,10 @@ def server(
         smol.read_text().replace('name = "demo-smol"\n', 'name = "demo-smol"\nspeech_model = "demo-whisper"\n')
     )
     multi = graphs / "demo-whisper-multi.toml"
-    bounds = f"\n[speech]\nmax_audio_seconds = {MULTI_MAX_SECONDS}\nmax_upload_bytes = {MULTI_MAX_UPLOAD}\n"
+    bounds = (
+        f"\n[speech]\nmax_audio_seconds = {MULTI_MAX_SECONDS}\nmax_upload_bytes = {MULTI_MAX_UPLOAD}\n"
+        f"max_queued_audio_seconds = {MULTI_MAX_QUEUED}\n"
+    )
     multi.write_text(multi.read_text() + bounds)
     with running_server(graphs, directory / "server.log") as running:
         yield running
@@ -337,3 +341,24 @@ def test_voice_in_chat_is_refused_clearly(client: openai.OpenAI, server: Running
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="demo-smol", messages=bad, max_tokens=4)
     assert "base64" in refused.value.body["message"]
+
+
+def test_audio_held_at_once_is_bounded(server: RunningServer) -> None:
+    """Three 50 s recordings at once against a limit of 90 s held: the first is taken, a later one
+    that would pass the limit gets 503 with Retry-After, and the model serves on."""
+    flac = encoded(np.zeros(16000 * 50, dtype=np.float32) + 0.01, "flac", "flac")
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(
+            pool.map(
+                lambda _: post(server, "transcriptions", {"file": ("x.flac", flac)}, {"model": "demo-whisper-multi"}),
+                range(3),
+            )
+        )
+    statuses = sorted(answer.status_code for answer in answers)
+    print("statuses:", statuses)
+    assert 200 in statuses and 503 in statuses and set(statuses) <= {200, 503}
+    refused = next(answer for answer in answers if answer.status_code == 503)
+    assert "max_queued_audio_seconds" in refused.json()["error"]["message"] and refused.headers["retry-after"]
+    assert (
+        post(server, "transcriptions", {"file": ("x.flac", flac)}, {"model": "demo-whisper-multi"}).status_code == 200
+    )

@@ -61,6 +61,8 @@ def test_speech_settings_belong_to_speech_graphs(tmp_path: Path) -> None:
         load_graph(_graph(tmp_path, WHISPER, 'tool_parser = "hermes"\n'))
     with pytest.raises(ConfigError, match="max_audio_seconds"):
         load_graph(_graph(tmp_path, WHISPER, "[speech]\nmax_audio_seconds = 0\n"))
+    with pytest.raises(ConfigError, match="could never be taken"):
+        load_graph(_graph(tmp_path, WHISPER, "[speech]\nmax_audio_seconds = 600\nmax_queued_audio_seconds = 300\n"))
 
 
 def test_word_timestamps_need_alignment_heads(tmp_path: Path) -> None:
