@@ -293,6 +293,10 @@ def test_bad_uploads_are_400s_beside_a_neighbour(server: RunningServer, samples:
 def test_listed_and_measured(server: RunningServer) -> None:
     models = httpx.get(f"{server.url}/v1/models", timeout=10).json()["data"]
     assert {"demo-whisper", "demo-whisper-multi"} <= {model["id"] for model in models}
+    assert (
+        post(server, "transcriptions", {"file": ("x.wav", SPEECH.read_bytes())}, {"model": "demo-whisper"}).status_code
+        == 200
+    )
     status = server.model_status("demo-whisper")
     assert status["state"] == "ready"
     metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
