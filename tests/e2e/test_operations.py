@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import openai
@@ -103,12 +104,18 @@ def test_metrics_move_after_requests(server, openai_client: openai.OpenAI) -> No
 
 def test_one_log_line_per_request_without_prompts(server, openai_client: openai.OpenAI) -> None:
     openai_client.chat.completions.create(**chat_body(user="log-test-user"))
-    lines = [
-        json.loads(line.split(" appliance.access: ", 1)[1])
-        for line in server.log().splitlines()
-        if " appliance.access: " in line
-    ]
-    mine = [line for line in lines if line.get("user") == "log-test-user"]
+    # The access line is written once the answer has been sent: the client may read it first.
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [
+            json.loads(line.split(" appliance.access: ", 1)[1])
+            for line in server.log().splitlines()
+            if " appliance.access: " in line
+        ]
+        mine = [line for line in lines if line.get("user") == "log-test-user"]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(mine) == 1
     entry = mine[0]
     assert entry["status"] == 200 and entry["model"] == MODEL and entry["path"] == "/v1/chat/completions"
