@@ -254,15 +254,18 @@ def test_check_shows_each_models_facts(graphs_dir: Path) -> None:
         timeout=120,
     )
     assert check.returncode == 0, check.stderr
-    facts = {}
+    facts, tools = {}, {}
     for line in check.stdout.splitlines():
         if line.startswith("ok"):
             name = line.split()[1]
+        elif line.strip().startswith("tools: "):
+            tools[name] = line.strip()
         else:
-            facts[name] = line.strip()
+            facts.setdefault(name, line.strip())  # the line right after the model's `ok`
     assert facts[CHAT].startswith("context 2048 tokens (config.json max_position_embeddings)")
-    assert "renders tools and tool calls, writes hermes calls" in facts[CHAT]
+    assert "renders tools and tool calls, tool parser hermes" in facts[CHAT]
     assert "ignores tools" in facts[SMOL] and "8192" in facts[SMOL]
     assert "vectors of 384 dimensions" in facts[EMBED]
     assert "Qwen2-VL grid" in facts[VISION] and "<|image_pad|>" in facts[VISION]
+    assert tools[CHAT].startswith("tools: hermes calls") and EMBED not in tools
     print(json.dumps(facts, indent=1))
