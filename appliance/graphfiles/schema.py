@@ -362,6 +362,7 @@ class Graph(_Config, dict=True):
                 kv_precision=str(self.plugin_config.get("KV_CACHE_PRECISION", "")) or None,
                 draft_dir=self.draft_dir,
                 draft_cache_size_gb=self.scheduler.cache_size if draft_cache is None else draft_cache,
+                batch_tokens=self.retrieval.max_batch_tokens if self.retrieval is not None else 0,
             )
         return footprint
 

@@ -44,9 +44,12 @@ def test_an_ir_folder_counts_its_bin_files_and_cache_size(tmp_path: Path) -> Non
     _folder(tmp_path / "m", {**bins, "openvino_model.xml": 70_000, "tokenizer.json": 9000})
     graph = _graph(tmp_path, 'model_path = "m"\npipeline = "LM_CB"\n[scheduler]\ncache_size = 3\n')
     footprint = graph.footprint
-    assert (footprint.weights_bytes, footprint.kv_cache_bytes) == (5500, 3 * GIB)
-    assert graph.footprint_bytes == 5500 + 3 * GIB + ENGINE_OVERHEAD_BYTES
-    assert footprint.describe().startswith("footprint 3.2 GiB: weights 5.4 KiB (.bin files of the model folder)")
+    # The files mapped and the CPU plugin's own copy: twice.
+    assert (footprint.weights_bytes, footprint.kv_cache_bytes, footprint.buffers_bytes) == (11000, 3 * GIB, 0)
+    assert graph.footprint_bytes == 11000 + 3 * GIB + ENGINE_OVERHEAD_BYTES
+    assert footprint.describe().startswith(
+        "footprint 3.2 GiB: weights 10.7 KiB (2 x 5.4 KiB of .bin files of the model folder: mapped"
+    )
     assert "KV cache 3.0 GiB ([scheduler] cache_size)" in footprint.describe()
 
 
@@ -56,7 +59,7 @@ def test_a_draft_model_adds_its_files_and_its_cache(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path, 'model_path = "m"\npipeline = "LM_CB"\ndraft_model_path = "d"\n[draft_scheduler]\ncache_size = 2\n'
     )
-    assert graph.footprint.weights_bytes == 5000
+    assert graph.footprint.weights_bytes == 2 * 5000
     assert graph.footprint.kv_cache_bytes == (1 + 2) * GIB  # the main's default 1 GB and the draft's 2
 
 
@@ -75,13 +78,16 @@ def test_cache_size_0_counts_one_context_of_kv_at_its_precision(tmp_path: Path) 
 def test_a_gguf_file_counts_its_size(tmp_path: Path) -> None:
     (tmp_path / "m.gguf").write_bytes(b"GGUF" + b"\0" * 996)
     graph = _graph(tmp_path, 'model_path = "m.gguf"\n')
-    assert graph.footprint.weights_bytes == 1000 and graph.footprint.weights_source == "the GGUF file"
+    assert graph.footprint.weights_bytes == 2500
+    assert graph.footprint.weights_source.startswith("2.5 x 1000 B of the GGUF file")
 
 
-def test_an_embedding_graph_counts_no_kv_cache(tmp_path: Path) -> None:
-    _folder(tmp_path / "m", {"openvino_model.bin": 700})
-    graph = _graph(tmp_path, 'model_path = "m"\npipeline = "TEXT_EMBEDDING"\n')
-    assert (graph.footprint.weights_bytes, graph.footprint.kv_cache_bytes) == (700, 0)
+def test_an_embedding_graph_counts_a_batch_not_a_kv_cache(tmp_path: Path) -> None:
+    _folder(tmp_path / "m", {"openvino_model.bin": 700}, {**_CONFIG, "intermediate_size": 512})
+    graph = _graph(tmp_path, 'model_path = "m"\npipeline = "TEXT_EMBEDDING"\n[embedding]\nmax_batch_tokens = 1000\n')
+    assert (graph.footprint.weights_bytes, graph.footprint.kv_cache_bytes) == (1400, 0)
+    assert graph.footprint.buffers_bytes == 1000 * 512 * 4  # the widest activation of a batch, f32
+    assert "batch buffers 2.0 MiB (one batch of 1000 tokens x 512" in graph.footprint.describe()
 
 
 def test_over_budget_names_the_graph_its_estimate_and_the_budget(tmp_path: Path) -> None:
@@ -108,10 +114,9 @@ def test_check_prints_json_and_refuses_a_graph_over_the_budget(
     assert main(["check", "--config", str(settings), "--json", str(graphs)]) == 0
     [summary] = json.loads(capsys.readouterr().out)
     assert summary["name"] == "g" and summary["pipeline"] == "LM_CB" and summary["device"] == "CPU"
-    assert summary["footprint_bytes"] == weights + GIB + ENGINE_OVERHEAD_BYTES  # demo-chat: cache_size = 1
-    assert (
-        summary["weights_bytes"] + summary["kv_cache_bytes"] + summary["overhead_bytes"] == summary["footprint_bytes"]
-    )
+    assert summary["footprint_bytes"] == 2 * weights + GIB + ENGINE_OVERHEAD_BYTES  # demo-chat: cache_size = 1
+    parts = ("weights_bytes", "kv_cache_bytes", "buffers_bytes", "overhead_bytes")
+    assert sum(summary[part] for part in parts) == summary["footprint_bytes"]
     settings.write_text('memory_budget = "1GiB"\n')
     assert main(["check", "--config", str(settings), str(graphs)]) == 2
     captured = capsys.readouterr()
