@@ -163,6 +163,23 @@ class Metrics:
             "Engine processes counted against max_loaded_models (loading, ready, draining, retiring, exiting)",
             registry=r,
         )
+        self.memory_budget = Gauge(
+            "appliance_memory_budget_bytes",
+            "memory_budget: bytes the loaded engines may hold together (0: none)",
+            registry=r,
+        )
+        self.memory_counted = Gauge(
+            "appliance_memory_counted_bytes",
+            "Bytes counted against memory_budget: per engine process the larger of its estimated footprint and "
+            "its measured RSS (0 without a budget)",
+            registry=r,
+        )
+        self.model_rss = Gauge(
+            "appliance_model_rss_bytes",
+            "Resident memory of the model's engine process (VmRSS; 0 while none runs)",
+            ["model"],
+            registry=r,
+        )
         self.event_loop_lag = Histogram(
             "appliance_event_loop_lag_seconds",
             "How late the server's event loop runs a 10 ms timer",

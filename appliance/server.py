@@ -25,7 +25,9 @@ from appliance.engine.templates import ToolFormat
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph
 from appliance.graphfiles.checks import prepare_graphs
+from appliance.graphfiles.footprint import over_budget
 from appliance.media import ImageLoader, build_policy
+from appliance.memory_budget import MemoryBudget, resolve_memory_budget
 from appliance.metrics import Metrics
 from appliance.runtime.backoff import restart_delay
 from appliance.runtime.registry import ModelRegistry
@@ -49,15 +51,23 @@ def serve(settings: Settings) -> int:
     # First: threads started from here on (OpenVINO's for the device check included) inherit it.
     pinned = pin_server(settings.server_cpus)
 
+    budget = resolve_memory_budget(settings.memory_budget)
+
     def checked(directory: Path) -> list[Graph]:
-        return [
+        graphs = [
             _with_cache_dir(graph, settings.model_cache_dir)
             for graph in prepare_graphs(directory, available_devices(), allow_empty=True)
         ]
+        # At start-up and at each reload: a graph that could never load is refused, naming the sizes.
+        too_big = [problem for graph in graphs if (problem := over_budget(graph.name, graph.footprint, budget))]
+        if too_big:
+            raise ConfigError("; ".join(too_big))
+        return graphs
 
     def announced(graphs: list[Graph]) -> list[Graph]:
         for graph in graphs:  # at start-up and at each reload: what every bound is derived from
             log.info("model %s: %s", graph.name, graph.facts.describe(graph.max_context))
+            log.info("model %s: %s", graph.name, graph.footprint.describe())
             if graph.task == "generate":
                 log.info("model %s: tools: %s", graph.name, ToolFormat.of(graph, graph.facts.template))
         return graphs
@@ -72,6 +82,8 @@ def serve(settings: Settings) -> int:
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
     announced(graphs)  # once listening: a port in use stays a one-line error
+    if budget is not None:
+        log.info("memory budget: %s for the loaded models together", budget.describe())
     if pinned is not None:  # logged once listening: a port in use stays a one-line error
         log.info(
             "server threads on CPU %s, engines on CPUs %s (server_cpus = %s)",
@@ -99,7 +111,7 @@ def serve(settings: Settings) -> int:
             server.should_exit = True
 
     metrics = Metrics()
-    registry = _registry(settings, graphs, metrics, on_fatal)
+    registry = _registry(settings, graphs, metrics, on_fatal, budget)
     # Engines started by a reload must not stop the server when they fail: the reload reports it.
     reloader = Reloader(
         registry,
@@ -173,13 +185,18 @@ def serve(settings: Settings) -> int:
 
 
 def _registry(
-    settings: Settings, graphs: list[Graph], metrics: Metrics, on_fatal: Callable[[str], None]
+    settings: Settings,
+    graphs: list[Graph],
+    metrics: Metrics,
+    on_fatal: Callable[[str], None],
+    budget: MemoryBudget | None,
 ) -> ModelRegistry:
     """An engine client per graph (none started yet), served under the settings' load limits."""
     engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
     return ModelRegistry(
         engines,
         max_loaded_models=settings.max_loaded_models,
+        memory_budget=budget.bytes if budget is not None else 0,
         load_queue_size=settings.load_queue_size,
         min_resident_seconds=settings.min_resident_seconds,
         metrics=metrics,

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from appliance.errors import ConfigError, validation_path
+from appliance.memory_budget import parse_memory_budget
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -136,6 +137,17 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             le=3600,
         ),
     ] = 10.0
+    memory_budget: Annotated[
+        str,
+        _about(
+            "memory the loaded models may hold together: a size (12GiB, 800MB, plain bytes) or a share "
+            "of the box's memory (80%: of the cgroup limit under systemd or a container, else MemTotal); "
+            "each engine counts the larger of its graph's estimated footprint and its measured RSS, and a "
+            "load that would not fit waits in the same fair queue as for max_loaded_models while idle "
+            "models are unloaded; a graph whose estimate alone exceeds it is refused; default: no budget",
+            "SIZE",
+        ),
+    ] = ""
     server_cpus: Annotated[
         str,
         _about(
@@ -358,8 +370,13 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
 
 def _check(values: dict[str, Any], where: str, *, strict: bool = True) -> Settings:
     try:
-        return msgspec.convert(values, Settings, strict=strict)
+        settings = msgspec.convert(values, Settings, strict=strict)
     except msgspec.ValidationError as exc:
         reason, path = validation_path(str(exc))
         text = reason.replace("Object contains unknown field", "unknown key") + (f" (key `{path}`)" if path else "")
         raise ConfigError(f"{where}: {text}") from exc
+    try:
+        parse_memory_budget(settings.memory_budget)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return settings

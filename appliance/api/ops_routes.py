@@ -20,6 +20,7 @@ from appliance.settings import MAX_DRAIN_SECONDS
 __all__ = ["routes"]
 
 _SILENT = ("degraded", "stalled")
+_MIB = 1024 * 1024
 _ADMIN = (401, 403)  # a missing admin key; a client not on this machine when no admin key is set
 
 
@@ -31,6 +32,9 @@ def _model_status(models: ModelRegistry) -> dict[str, dict[str, object]]:
             "device": engine.graph.device,
             "pipeline": engine.graph.pipeline_kind,
             "pid": engine.pid,
+            # What memory_budget counts: the estimate from the graph's files, the engine's VmRSS.
+            "footprint_bytes": engine.graph.footprint_bytes,
+            "rss_bytes": models.lifecycle.measured_bytes(engine),
             "in_flight": engine.in_flight,
             "max_queued_requests": engine.graph.limits.max_queued_requests,
             "running": engine.stats.running,
@@ -140,6 +144,8 @@ def _lifecycle(engine: EngineClient) -> dict[str, object]:
         "load": engine.graph.load,
         "idle_unload_seconds": engine.graph.idle_unload_seconds,
         "pid": engine.pid,
+        "footprint_mb": round(engine.graph.footprint_bytes / _MIB, 1),
+        "footprint": engine.graph.footprint.describe(),
         "rss_mb": round(engine_rss_mb(engine.pid), 1) if engine.pid else None,
         "in_flight": engine.in_flight,
         "idle_seconds": round(engine.idle_seconds, 1),
@@ -152,6 +158,9 @@ async def admin_models(models: ModelRegistry) -> dict[str, object]:
     """Every graph's model with its state (unloaded, loading, ready, ...), memory and idle time."""
     return {
         "max_loaded_models": models.max_loaded_models,
+        "memory_budget_mb": round(models.memory_budget / _MIB, 1),
+        # Per engine process the larger of its estimate and its RSS (an exiting one: its estimate).
+        "memory_counted_mb": round(models.lifecycle.counted_bytes / _MIB, 1),
         "loaded": len(models.loaded()),
         # Engine processes counted against the limit: engines retiring after a reload and exiting
         # ones included, so this may exceed `loaded` for a moment.

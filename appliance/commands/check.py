@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from appliance.cpu_features import ISA_FEATURES, isa, tuned_isa
 from appliance.errors import ConfigError
+from appliance.graphfiles.footprint import over_budget
+from appliance.memory_budget import resolve_memory_budget
 from appliance.settings import DEFAULT_CONFIG, load_settings
+
+if TYPE_CHECKING:
+    from appliance.graphfiles import Graph
 
 __all__ = ["register", "run"]
 
@@ -20,13 +27,20 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         help="validate graph files, models and devices without serving",
         description="Validate the graph files `serve` would serve (the same settings: --graphs, "
         "APPLIANCE_GRAPHS, the settings file, else graphs/), their model folders and devices, and print "
-        "each model with the facts its files give (context, chat template, vector size, image size); every mistake is reported, each naming the file and the field or device, and any "
-        "mistake exits 2.",
+        "each model with the facts its files give (context, chat template, vector size, image size) and its "
+        "estimated memory footprint; every mistake is reported, each naming the file and the field or device, "
+        "a graph too big for memory_budget too, and any mistake exits 2.",
     )
     parser.add_argument("target", nargs="?", type=Path, metavar="GRAPHS", help="a graph file or a directory of them")
     parser.add_argument("--graphs", type=Path, metavar="DIR", help="the same as GRAPHS (default as for serve)")
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help=f"TOML settings file (default {DEFAULT_CONFIG} when it exists)"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the good graphs as a JSON list (name, pipeline, device, footprint_bytes and its parts) "
+        "instead of the text lines; mistakes still go to stderr",
     )
     return parser
 
@@ -39,11 +53,16 @@ def run(args: argparse.Namespace) -> int:
     from appliance.graphfiles.checks import review_graphs
 
     target = graphs_target(args.target, args.graphs, args.config)
+    budget = resolve_memory_budget(load_settings({}, config=args.config).memory_budget)
     graphs, errors = review_graphs(target, available_devices())
+    errors += [problem for graph in graphs if (problem := over_budget(graph.name, graph.footprint, budget))]
+    if args.json:
+        print(json.dumps([_summary(graph) for graph in graphs], indent=2))
     here = isa()
-    for graph in graphs:
+    for graph in [] if args.json else graphs:
         print(f"ok     {graph.name:<24} {graph.device:<8} {graph.pipeline_kind:<6} {graph.model_dir}  ({graph.source})")
         print(f"       {graph.facts.describe(graph.max_context)}")
+        print(f"       {graph.footprint.describe()}")
         if graph.task == "generate":
             print(f"       tools: {ToolFormat.of(graph, graph.facts.template)}")
         if graph.speech_facts is not None:
@@ -56,9 +75,21 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print(f"appliance: {len(errors)} mistake(s) in the graph files of {target}", file=sys.stderr)
         return 2
-    if not graphs:
+    if not graphs and not args.json:
         print(f"{target}: no graph files (*.toml); `serve` would start with no models")
     return 0
+
+
+def _summary(graph: Graph) -> dict[str, object]:
+    """A graph as `check --json` prints it."""
+    return {
+        "name": graph.name,
+        "pipeline": graph.pipeline_kind,
+        "device": graph.device,
+        "footprint_bytes": graph.footprint_bytes,
+        **graph.footprint.parts(),
+        "footprint": graph.footprint.describe(),
+    }
 
 
 def _tuned_elsewhere(source: str, here: list[str]) -> str | None:

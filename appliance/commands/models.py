@@ -55,14 +55,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, indent=2))
     elif args.action == "list":
-        print(f"{answer['loaded']} loaded (max_loaded_models {answer['max_loaded_models'] or 'unlimited'})")
+        budget = answer.get("memory_budget_mb")
+        memory = f", {answer.get('memory_counted_mb')} of memory_budget {budget} MiB counted" if budget else ""
+        print(f"{answer['loaded']} loaded (max_loaded_models {answer['max_loaded_models'] or 'unlimited'}{memory})")
         if answer.get("load_queue"):
             print(f"waiting for room to load: {', '.join(answer['load_queue'])}")
-        print(f"{'model':<24} {'state':<10} {'load':<10} {'pid':>8} {'RSS MiB':>8} {'in flight':>9} {'idle s':>7}")
+        print(
+            f"{'model':<24} {'state':<10} {'load':<10} {'pid':>8} {'est. MiB':>8} {'RSS MiB':>8} "
+            f"{'in flight':>9} {'idle s':>7}"
+        )
         for name, model in answer["models"].items():
             pid, rss = model["pid"] or "-", model["rss_mb"] if model["rss_mb"] is not None else "-"
             print(
-                f"{name:<24} {model['state']:<10} {model['load']:<10} {pid:>8} {rss:>8} "
+                f"{name:<24} {model['state']:<10} {model['load']:<10} {pid:>8} {model.get('footprint_mb', '-'):>8} {rss:>8} "
                 f"{model['in_flight']:>9} {model['idle_seconds']:>7}"
             )
     else:

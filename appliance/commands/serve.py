@@ -126,7 +126,8 @@ def _check_something_to_serve(graphs: Path) -> None:
 
 def _add_flag(container: argparse._ActionsContainer, field: msgspec.structs.FieldInfo) -> None:
     kind, metas = _unwrap(field.type)
-    description = " ".join(meta.description for meta in metas if meta.description)
+    # argparse formats help with %: a literal one ("80%") is written %%.
+    description = " ".join(meta.description for meta in metas if meta.description).replace("%", "%%")
     metavar = next((meta.extra["metavar"] for meta in metas if meta.extra and "metavar" in meta.extra), None)
     options: dict[str, Any] = {"default": None}
     if kind is bool:

@@ -11,6 +11,8 @@
 - `facts.py`: `ModelFacts`, what the model's own files say (context, chat template, vector length,
   image rule and markers), read when a graph is built (`Graph.facts`, `Graph.max_context`): every
   bound and plan of the server holds before the model's engine loads.
+- `footprint.py`: `Footprint`, the memory a graph's engine will hold (weights, KV cache, the
+  engine's overhead), estimated from its files before it loads (`Graph.footprint`).
 - `chat_template.py`: the chat template found where OpenVINO GenAI's tokenizer finds it, and what
   it does with tools.
 - `model_formats.py`: the tool-call and reasoning formats the template (or the tokenizer's special
@@ -19,7 +21,8 @@
 - `model_json.py`: a model folder's JSON files, read leniently.
 
 Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
-(the top-level directory of model folders). Depends only on `appliance.errors`: the device list it
+(the top-level directory of model folders). Depends only on `appliance.errors` (and
+`appliance.memory_budget` for how sizes are written): the device list it
 checks against comes from the caller (`appliance.engine.devices.available_devices`).
 """
 

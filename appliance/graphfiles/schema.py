@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from appliance.graphfiles.facts import ModelFacts, read_facts
+from appliance.graphfiles.footprint import Footprint, estimate_footprint
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
 from appliance.graphfiles.speech import SpeechFacts, SpeechSettings, is_whisper, read_speech_facts
 
@@ -343,6 +344,33 @@ class Graph(_Config, dict=True):
         its vectors' length, its image rule), read when the graph was built: every bound and plan
         of the server uses these, loaded or not (see `graphfiles.facts`)."""
         return self.__dict__["_facts"]
+
+    @property
+    def footprint(self) -> Footprint:
+        """The memory its engine process will hold, estimated from the graph and its files (weights,
+        KV cache, the engine's overhead; see `graphfiles.footprint`), read once when first asked."""
+        footprint = self.__dict__.get("_footprint")
+        if footprint is None:
+            draft_cache = self.draft_scheduler.cache_size
+            footprint = self.__dict__["_footprint"] = estimate_footprint(
+                self.model_dir,
+                gguf=self.gguf,
+                continuous_batching=not self.stateful,
+                generates=self.task == "generate",
+                cache_size_gb=self.scheduler.cache_size,
+                context=self.max_context,
+                kv_precision=str(self.plugin_config.get("KV_CACHE_PRECISION", "")) or None,
+                draft_dir=self.draft_dir,
+                draft_cache_size_gb=self.scheduler.cache_size if draft_cache is None else draft_cache,
+                batch_tokens=self.retrieval.max_batch_tokens if self.retrieval is not None else 0,
+            )
+        return footprint
+
+    @property
+    def footprint_bytes(self) -> int:
+        """`footprint` in bytes: what `memory_budget` counts for this graph until its engine's
+        measured memory is larger."""
+        return self.footprint.total_bytes
 
     @property
     def max_context(self) -> int:

@@ -1,9 +1,13 @@
 """When engines load and unload: loads on demand, a fair queue for room, evictions, retirements.
 
-`Lifecycle` (one per `ModelRegistry`) holds the limit, `max_loaded_models`, counted in engine
-*processes* that hold memory: loading, ready, restarting or draining, still exiting, and engines
-outside the registry until they are gone (retiring after a reload, a replacement loading beside
-its old engine). 0: no limit.
+`Lifecycle` (one per `ModelRegistry`) holds two limits over the engine *processes* that hold
+memory: loading, ready, restarting or draining, still exiting, and engines outside the registry
+until they are gone (retiring after a reload, a replacement loading beside its old engine).
+`max_loaded_models` counts them; `memory_budget` counts their bytes: each process the larger of its
+graph's estimated footprint (`Graph.footprint_bytes`, read from its files) and its measured RSS
+(the larger, because an engine's RSS grows as requests fill its KV cache, up to what the estimate
+counts); one still exiting, its estimate. A model loads only when it fits both, its estimate added.
+0: no limit.
 
 A request for a model that is not loaded (`load = "on_demand"`, or unloaded when idle, by an
 admin or to make room) waits for its turn in a FIFO of models, every request for the same model
@@ -11,7 +15,8 @@ sharing one place (`load_queue_size` models at most; `limits.max_queued_requests
 model). The first model loads as soon as it fits; only then may the next. Room is made for the
 first one: an idle model first (the least recently used), else the busy one loaded longest ago,
 and only once it has been loaded `min_resident_seconds`, so two models cannot take turns at every
-request. A model chosen to make room takes no new requests (they queue to load it again) and
+request; as many are chosen as free the processes and the bytes the first one lacks. A model
+chosen to make room takes no new requests (they queue to load it again) and
 unloads once those in flight have finished, between its requests; if the model it made room for
 stops waiting (its clients left, or room came from elsewhere), the unload is called off while it
 still drains. The wait and the load together are bounded by the graph's `load_timeout_seconds`:
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 
 from appliance.engine import EngineClient
 from appliance.errors import ModelNotReady, Overloaded
+from appliance.memory_budget import format_bytes, process_rss_bytes
 from appliance.metrics import Metrics
 
 __all__ = ["Lifecycle"]
@@ -71,10 +77,19 @@ class _Gauges:
 
     metrics: Metrics | None
 
-    def update(self, waiting: int, engines: int) -> None:
+    def update(self, waiting: int, engines: int, counted_bytes: int) -> None:
         if self.metrics:
             self.metrics.load_queue_length.set(waiting)
             self.metrics.loaded_engines.set(engines)
+            self.metrics.memory_counted.set(counted_bytes)
+
+    def budget(self, budget_bytes: int) -> None:
+        if self.metrics:
+            self.metrics.memory_budget.set(budget_bytes)
+
+    def rss(self, model: str, rss_bytes: int) -> None:
+        if self.metrics:
+            self.metrics.model_rss.labels(model).set(rss_bytes)
 
     def granted(self, model: str, waited: float) -> None:
         if self.metrics:
@@ -97,13 +112,19 @@ class Lifecycle:
         served: Callable[[], Iterable[EngineClient]],
         *,
         max_loaded_models: int = 0,
+        memory_budget: int = 0,
         load_queue_size: int = 8,
         min_resident_seconds: float = 10.0,
         metrics: Metrics | None = None,
+        measure_rss: Callable[[int | None], int] = process_rss_bytes,
     ) -> None:
         self._served = served
         self.max_loaded_models = max_loaded_models
         """At most this many engine processes at once; 0: no limit."""
+        self.memory_budget = memory_budget
+        """At most this many bytes held by engine processes at once (see `held_bytes`); 0: no limit."""
+        self._measure_rss = measure_rss
+        """An engine process's resident memory in bytes by pid (0: unknown); /proc unless a test fakes it."""
         self.load_queue_size = load_queue_size
         """At most this many models waiting for room."""
         self.min_resident_seconds = min_resident_seconds
@@ -120,6 +141,7 @@ class Lifecycle:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._gauges = _Gauges(metrics)
+        self._gauges.budget(memory_budget)
 
     # -- what the registry and the routes call -----------------------------------------------
 
@@ -139,6 +161,30 @@ class Lifecycle:
     def engines(self) -> int:
         """Engine processes counted against `max_loaded_models` now."""
         return sum(engine.processes for engine in self._tenants())
+
+    @property
+    def counted_bytes(self) -> int:
+        """Bytes counted against `memory_budget` now (see `held_bytes`)."""
+        return sum(self.held_bytes(engine) for engine in self._tenants())
+
+    def held_bytes(self, engine: EngineClient) -> int:
+        """The memory `engine`'s processes hold, as the budget counts it: the running one the larger
+        of its estimate and its measured RSS, each one still exiting its estimate (its pid is gone)."""
+        estimate = engine.graph.footprint_bytes
+        running = engine.processes - engine.exiting
+        measured = self.measured_bytes(engine) if running else 0
+        return engine.exiting * estimate + running * max(estimate, measured)
+
+    def measured_bytes(self, engine: EngineClient) -> int:
+        """The running engine process's resident memory in bytes (0: none runs, or unknown)."""
+        return self._measure_rss(engine.pid) if engine.pid is not None else 0
+
+    def update_gauges(self) -> None:
+        """Refresh the memory gauges (each engine's RSS, the bytes counted): the supervisor calls this
+        on every tick, the queue whenever room changes."""
+        for engine in self._served():
+            self._gauges.rss(engine.name, self.measured_bytes(engine))
+        self._update_queue_gauges()
 
     @property
     def waiting(self) -> list[str]:
@@ -228,7 +274,7 @@ class Lifecycle:
                 self._gauges.refused(engine.name, "full")
                 raise Overloaded(
                     f"Model '{engine.name}' is not loaded and {len(self._queue)} models already wait for "
-                    f"room to load (load_queue_size; max_loaded_models = {self.max_loaded_models}); "
+                    f"room to load (load_queue_size; {self._limits()}); "
                     "try again shortly.",
                     retry_after=_RETRY_AFTER_S,
                 )
@@ -249,7 +295,7 @@ class Lifecycle:
             loaded = ", ".join(sorted(e.name for e in self._tenants() if e.processes)) or "none"
             raise ModelNotReady(
                 f"Model '{engine.name}' waited {engine.graph.load_timeout_seconds:g} s (load_timeout_seconds) "
-                f"for room to load under max_loaded_models = {self.max_loaded_models} (loaded: {loaded}); "
+                f"for room to load under {self._limits()} (loaded: {loaded}); "
                 "try again shortly.",
                 retry_after=_RETRY_AFTER_S,
             ) from None
@@ -266,7 +312,10 @@ class Lifecycle:
         while self._call_off_evictions() | self._grant_turns():
             pass
         self._make_room()
-        self._gauges.update(len(self._queue), self.engines)
+        self._update_queue_gauges()
+
+    def _update_queue_gauges(self) -> None:
+        self._gauges.update(len(self._queue), self.engines, self.counted_bytes if self.memory_budget else 0)
 
     def _grant_turns(self) -> bool:
         """Give their turn to models that need no room (served again, or gone), then to unloaded
@@ -281,7 +330,7 @@ class Lifecycle:
             # it need not wait for it.
             if engine.state == "unloading":
                 continue
-            if not self._fits():
+            if not self._fits(engine):
                 break
             self._grant(engine, self._begin_load(engine))
             granted = True
@@ -304,8 +353,18 @@ class Lifecycle:
         loading.add_done_callback(loaded)
         return loading
 
-    def _fits(self) -> bool:
-        return not self.max_loaded_models or self.engines < self.max_loaded_models
+    def _fits(self, engine: EngineClient) -> bool:
+        """Whether `engine` may start loading now: one more process within `max_loaded_models`,
+        its estimate within what `memory_budget` leaves."""
+        if self.max_loaded_models and self.engines >= self.max_loaded_models:
+            return False
+        return not self.memory_budget or self.counted_bytes + engine.graph.footprint_bytes <= self.memory_budget
+
+    def _limits(self) -> str:
+        """The limits in force, for messages."""
+        limits = [f"max_loaded_models = {self.max_loaded_models}"] if self.max_loaded_models else []
+        limits += [f"memory_budget = {format_bytes(self.memory_budget)}"] if self.memory_budget else []
+        return " and ".join(limits) or "no limit"
 
     # -- making room -------------------------------------------------------------------------
 
@@ -313,12 +372,18 @@ class Lifecycle:
         """Start the unloads the first waiting model needs beyond those already under way, or
         wake up when a loaded model's `min_resident_seconds` has passed."""
         first = next((engine for engine in self._queue if engine.state == "unloaded"), None)
-        if first is None or not self.max_loaded_models:
+        if first is None or not (self.max_loaded_models or self.memory_budget):
             return
         tenants = self._tenants()
-        freeing = sum(self._freeing(engine) for engine in tenants)
-        shortfall = sum(engine.processes for engine in tenants) - freeing - self.max_loaded_models + 1
-        if shortfall <= 0:
+        shortfall = 0
+        if self.max_loaded_models:
+            freeing = sum(self._freeing(engine) for engine in tenants)
+            shortfall = sum(engine.processes for engine in tenants) - freeing - self.max_loaded_models + 1
+        bytes_short = 0
+        if self.memory_budget:
+            kept = sum(self.held_bytes(engine) - self._freeing_bytes(engine) for engine in tenants)
+            bytes_short = kept + first.graph.footprint_bytes - self.memory_budget
+        if shortfall <= 0 and bytes_short <= 0:
             return
         now = time.monotonic()
         ready = [
@@ -330,9 +395,12 @@ class Lifecycle:
         # Idle ones first, the least recently used of them; then the busy one loaded longest ago,
         # so models with steady traffic take turns.
         settled.sort(key=lambda e: (1, self._resident_since.get(e, 0.0)) if e.in_flight else (0, e.last_used))
-        for victim in settled[:shortfall]:
-            self._evict(victim, first)
-        if len(settled) < shortfall:
+        victims = 0
+        while victims < len(settled) and (victims < shortfall or bytes_short > 0):
+            bytes_short -= self.held_bytes(settled[victims])
+            self._evict(settled[victims], first)
+            victims += 1
+        if victims < shortfall or bytes_short > 0:
             unsettled = [self._resident_since[e] for e in ready if e not in settled]
             self._wake_in(min(unsettled) + self.min_resident_seconds - now if unsettled else _RECHECK_S)
 
@@ -341,13 +409,18 @@ class Lifecycle:
         going = engine.state == "unloading" or engine in self._evicting or engine in self._retiring
         return engine.processes if going else engine.exiting
 
+    def _freeing_bytes(self, engine: EngineClient) -> int:
+        """Of the bytes `held_bytes` counts for `engine`, those on their way out (as `_freeing`)."""
+        going = engine.state == "unloading" or engine in self._evicting or engine in self._retiring
+        return self.held_bytes(engine) if going else engine.exiting * engine.graph.footprint_bytes
+
     def _evict(self, victim: EngineClient, beneficiary: EngineClient) -> None:
         eviction = self._evicting[victim] = _Eviction(beneficiary)
         log.info(
-            "engine %s: unloading to make room for %s (max_loaded_models = %d), once its %d requests in flight finish",
+            "engine %s: unloading to make room for %s (%s), once its %d requests in flight finish",
             victim.name,
             beneficiary.name,
-            self.max_loaded_models,
+            self._limits(),
             victim.in_flight,
         )
 

@@ -1,16 +1,17 @@
 """The served models by name, and their lifecycle.
 
 Requests are routed through the registry (`get`); when an engine may load or must unload to stay
-within `max_loaded_models` is the registry's `lifecycle` (`runtime.lifecycle.Lifecycle`), which
+within `max_loaded_models` and `memory_budget` is the registry's `lifecycle` (`runtime.lifecycle.Lifecycle`), which
 every engine put here asks before it loads on demand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from appliance.engine import EngineClient
 from appliance.errors import NotFound
+from appliance.memory_budget import process_rss_bytes
 from appliance.metrics import Metrics
 from appliance.runtime.lifecycle import Lifecycle
 
@@ -25,17 +26,21 @@ class ModelRegistry:
         engines: list[EngineClient],
         *,
         max_loaded_models: int = 0,
+        memory_budget: int = 0,
         load_queue_size: int = 8,
         min_resident_seconds: float = 10.0,
         metrics: Metrics | None = None,
+        measure_rss: Callable[[int | None], int] = process_rss_bytes,
     ) -> None:
         self._engines: dict[str, EngineClient] = {}
         self.lifecycle = Lifecycle(
             self._engines.values,
             max_loaded_models=max_loaded_models,
+            memory_budget=memory_budget,
             load_queue_size=load_queue_size,
             min_resident_seconds=min_resident_seconds,
             metrics=metrics,
+            measure_rss=measure_rss,
         )
         for engine in engines:
             self.put(engine)
@@ -46,6 +51,11 @@ class ModelRegistry:
     def max_loaded_models(self) -> int:
         """At most this many engines loaded (or loading, draining, retiring) at once; 0: no limit."""
         return self.lifecycle.max_loaded_models
+
+    @property
+    def memory_budget(self) -> int:
+        """Bytes the loaded engines may hold together (0: no budget); see `Lifecycle`."""
+        return self.lifecycle.memory_budget
 
     def __iter__(self) -> Iterator[EngineClient]:
         return iter(self._engines.values())

@@ -107,6 +107,7 @@ async def supervise(server: NotifyingServer, models: ModelRegistry, reloader: Re
     unloading: set[str] = set()
     while True:
         restart_hung_engines(models, stalled)
+        models.lifecycle.update_gauges()
         unload_idle_engines(models, unloading)
         if reloader is not None:
             recycle_large_engines(models, reloader, recycling)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from appliance.memory_budget import process_rss_bytes
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 
@@ -27,16 +28,7 @@ def engines_healthy(models: ModelRegistry) -> bool:
 
 def engine_rss_mb(pid: int | None) -> float:
     """Resident memory of a process in MiB (0 when it cannot be read)."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return process_rss_bytes(pid) / (1024 * 1024)
 
 
 def recycle_large_engines(models: ModelRegistry, reloader: Reloader, busy: set[str]) -> None:

@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 # only what has the same or a larger number). The small modules the drawing leaves out sit where
 # their users need them: `connections` under `server` (its only user), `logs`, `metrics` and
 # `settings` just above `errors` (the engine logs and counts; they import `errors` at most),
-# `cpu_affinity` with them (the server pins itself, an engine process takes its CPUs back), and
+# `cpu_affinity` with them (the server pins itself, an engine process takes its CPUs back),
+# `memory_budget` too (settings check it, graphfiles write sizes with it), and
 # the package root (`__version__`) with `errors`. Protocol, media and grammar are used by the
 # service and use none of it, hence between it and the runtime.
 PLACE = {
@@ -46,6 +47,7 @@ PLACE = {
     "settings": 7.5,
     "cpu_affinity": 7.5,
     "cpu_features": 7.5,
+    "memory_budget": 7.5,
     "errors": 8,
     "": 8,  # appliance/__init__.py
 }
