@@ -27,8 +27,8 @@ from .recipes import (
     PackagedEncoderSpec,
     PackagedGGUFSpec,
     PackagedWhisperSpec,
-    SpeechT5Spec,
     QwenVLSpec,
+    SpeechT5Spec,
     TokenizerSpec,
 )
 
