@@ -20,7 +20,16 @@ import msgspec
 
 from appliance.graphfiles.model_json import json_object
 
-__all__ = ["OPENAI_INPUT_CHARS", "TtsFacts", "TtsSettings", "is_speecht5", "read_tts_facts"]
+__all__ = ["OPENAI_INPUT_CHARS", "TTS_FILES", "TtsFacts", "TtsSettings", "is_speecht5", "read_tts_facts"]
+
+TTS_FILES = (
+    "openvino_encoder_model.xml",
+    "openvino_decoder_model.xml",
+    "openvino_postnet.xml",
+    "openvino_vocoder.xml",
+    "openvino_tokenizer.xml",
+)
+"""What `Text2SpeechPipeline` reads from a model folder (besides config.json and the .bin files)."""
 
 OPENAI_INPUT_CHARS = 4096
 """OpenAI's /v1/audio/speech takes at most 4096 characters of input."""
