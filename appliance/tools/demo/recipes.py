@@ -235,15 +235,15 @@ class SpeechT5Spec:
     """A random-weight SpeechT5 text-to-speech model with a random HiFi-GAN vocoder, built and
     exported here (`tts`), and its voices: one speaker embedding per name, drawn from `seed`.
 
-    `min_length_ratio` is generation_config.json's `minlenratio` (decoder steps per input token at
-    least); `vocoder_gain` scales the vocoder's output layer so the noise is audible."""
+    `min_length_ratio` is generation_config.json's `minlenratio` (mel frames per input token at
+    least: SpeechT5 makes 2 frames of 256 samples a decoder step); `vocoder_gain` scales the vocoder's output layer so the noise is audible."""
 
     hidden_size: int = 64
     layers: int = 2
     attention_heads: int = 2
     speaker_embedding_dim: int = 512
     voices: tuple[str, ...] = ("alloy", "echo")
-    min_length_ratio: float = 1.0
+    min_length_ratio: float = 4.0
     vocoder_gain: float = 3.0e7
     seed: int = 0
 

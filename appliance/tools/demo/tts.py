@@ -12,9 +12,9 @@ character, `</s>` appended (what SpeechT5Tokenizer does), unknown characters as 
 openvino-tokenizers converts it like any fast tokenizer. The export needs the vocoder as a folder
 (`model_kwargs={"vocoder": path}`), written beside the checkpoint first.
 
-Two settings make the random model behave: generation_config.json's `minlenratio` (at least one
-decoder step per input token: a random stop head would otherwise end most texts after one 32 ms
-step), and the vocoder's output layer scaled up (random HiFi-GAN weights give samples near 1e-9,
+Two settings make the random model behave: generation_config.json's `minlenratio` (the least
+output length per input token: 4.0 gives 64 ms of audio a character, about speech's pace, where the
+random stop head would end most texts after one 32 ms decoder step), and the vocoder's output layer scaled up (random HiFi-GAN weights give samples near 1e-9,
 silence once written as 16-bit PCM).
 
 torch, transformers and optimum-intel are imported inside the functions that use them.
