@@ -26,7 +26,14 @@ def server(demo_root: Path, tts_root: Path, tmp_path_factory: pytest.TempPathFac
     graphs = copy_demo_graphs(demo_root, directory / "graphs", ["demo-chat"])
     copy_demo_graphs(tts_root, graphs, ["demo-tts"])
     tts = graphs / "demo-tts.toml"
-    tts.write_text(tts.read_text().replace("[tts]\n", f"[tts]\nmax_input_chars = {MAX_INPUT_CHARS}\n"))
+    text = tts.read_text()
+    tts.write_text(text.replace("[tts]\n", f"[tts]\nmax_input_chars = {MAX_INPUT_CHARS}\n"))
+    # A graph that lets more characters through than the encoder has positions (450): the engine's
+    # own count refuses them, rather than the pipeline failing.
+    unbounded = text.replace('name = "demo-tts"', 'name = "demo-tts-unbounded"').replace(
+        "[tts]\n", "[tts]\nmax_input_chars = 1000\n"
+    )
+    (graphs / "demo-tts-unbounded.toml").write_text(unbounded)
     with running_server(graphs, directory / "server.log") as running:
         yield running
 
@@ -132,6 +139,17 @@ def test_bad_requests_are_400s(server: RunningServer, fields: dict, param: str, 
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["param"] == param and says in error["message"], error
+
+
+def test_text_beyond_the_encoders_positions_is_a_400_from_the_engine(server: RunningServer) -> None:
+    body = {"model": "demo-tts-unbounded", "input": "x" * 600, "voice": "alloy"}
+    answer = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["param"], error["code"]) == ("input", "input_too_long") and "at most 450" in error["message"]
+    assert server.model_status("demo-tts-unbounded")["state"] == "ready"  # refused, not crashed
+    body["input"] = "x" * 440
+    assert httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60).status_code == 200
 
 
 def test_sdk_sees_a_bad_voice_as_bad_request(client: openai.OpenAI) -> None:
