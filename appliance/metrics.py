@@ -57,7 +57,7 @@ class Metrics:
             "appliance_retrieval_inputs", "Texts embedded, or documents reranked", ["model"], registry=r
         )
         self.audio_seconds = Counter(
-            "appliance_audio_seconds", "Seconds of audio transcribed or translated", ["model"], registry=r
+            "appliance_audio_seconds", "Seconds of audio transcribed or translated, or spoken", ["model"], registry=r
         )
         self.time_to_first_token = Histogram(
             "appliance_time_to_first_token_seconds",

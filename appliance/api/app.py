@@ -23,6 +23,7 @@ from appliance.api import (
     retrieval_routes,
     speech_routes,
     tokenize_routes,
+    tts_routes,
 )
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
@@ -96,6 +97,7 @@ def create_app(
             *tokenize_routes.routes,
             *retrieval_routes.routes,
             *speech_routes.routes,
+            *tts_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
             *(playground.routes() if serve_playground else []),

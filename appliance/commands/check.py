@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"       tools: {ToolFormat.of(graph, graph.facts.template)}")
         if graph.speech_facts is not None:
             print(f"       {graph.speech_facts.describe()}")
+        if graph.tts_facts is not None:
+            voices = ", ".join(graph.voices)
+            print(f"       {graph.tts_facts.describe()}; voices: {voices} (default {graph.default_voice})")
         warning = _tuned_elsewhere(graph.source, here)
         if warning:
             print(f"warn   {graph.name}: {warning}", file=sys.stderr)

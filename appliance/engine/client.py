@@ -44,6 +44,8 @@ from appliance.engine.messages import (
     SamplingParams,
     Stats,
     Submit,
+    Synthesize,
+    Synthesized,
     TextPrompt,
     Tokenize,
     Tokenized,
@@ -73,12 +75,13 @@ __all__ = ["EngineClient", "Reservation"]
 log = logging.getLogger("appliance.engine")
 
 State = Literal["unloaded", "loading", "ready", "restarting", "unloading", "failed", "stopped"]
-Task = Literal["generate", "embed", "rerank", "transcribe"]
+Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
 _TASK_ROUTES = {
     "generate": "chat, completions and responses",
     "embed": "/v1/embeddings",
     "rerank": "/v1/rerank",
     "transcribe": "/v1/audio/transcriptions and /v1/audio/translations",
+    "synthesize": "/v1/audio/speech",
 }
 Status = Literal[State, "degraded", "stalled"]
 _ids = itertools.count(1)
@@ -108,7 +111,9 @@ class Reservation:
         self.release()
 
 
-def _frames(message: Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe) -> list[bytes | memoryview]:
+def _frames(
+    message: Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize,
+) -> list[bytes | memoryview]:
     """`message` framed for the pipe, before anything is admitted or registered for it. msgpack
     holds integers of 64 bits; a larger one in free-form JSON (a tool's schema, a call's arguments,
     template kwargs) is the client's error, not the server's."""
@@ -546,6 +551,14 @@ class EngineClient:
         self._metrics.transcribed(time.monotonic() - started, seconds, answer.tokens)
         return answer
 
+    async def synthesize(self, text: str, voice: str) -> Synthesized:
+        """`text` spoken in `voice` (text-to-speech graphs): the whole waveform, once generated."""
+        started = time.monotonic()
+        answer = await self._ask(lambda request_id: Synthesize(request_id, text, voice), "synthesize")
+        seconds = len(answer.samples) / 4 / answer.sample_rate if answer.sample_rate else 0.0
+        self._metrics.synthesized(time.monotonic() - started, seconds, answer.tokens)
+        return answer
+
     def admit(self, task: Task) -> None:
         """Raise now what a request for `task` would meet on arrival: 400 for a model that does not
         serve it, 503 for one not ready (and not loading on demand) or with its queue full."""
@@ -555,7 +568,7 @@ class EngineClient:
 
     async def _ask(
         self,
-        command: Callable[[int], Tokenize | Detokenize | Embed | Rerank | Transcribe],
+        command: Callable[[int], Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize],
         task: Task = "generate",
         on_text: Callable[[str], None] | None = None,
     ):
@@ -686,7 +699,9 @@ class EngineClient:
             self.last_used = time.monotonic()
             self._listeners[request_id](event.text)
             return
-        if isinstance(event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked | Transcribed):
+        if isinstance(
+            event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked | Transcribed | Synthesized
+        ):
             future = self._pending.get(request_id)
             if future is None or future.done():
                 return
@@ -769,4 +784,10 @@ class EngineClient:
 
 
 def _describe(task: Task) -> str:
-    return {"generate": "a generative", "embed": "an embedding", "rerank": "a rerank", "transcribe": "a speech"}[task]
+    return {
+        "generate": "a generative",
+        "embed": "an embedding",
+        "rerank": "a rerank",
+        "transcribe": "a speech-to-text",
+        "synthesize": "a text-to-speech",
+    }[task]

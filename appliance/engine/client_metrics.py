@@ -87,6 +87,15 @@ class ClientMetrics:
             self._metrics.audio_seconds.labels(model).inc(audio_seconds)
             self._metrics.e2e_latency.labels(model).observe(seconds)
 
+    def synthesized(self, seconds: float, audio_seconds: float, tokens: int) -> None:
+        """A text spoken: its latency, the audio made and the text's tokens (counted as prompt)."""
+        if self._metrics:
+            model = self._model
+            self._metrics.requests.labels(model, "stop").inc()
+            self._metrics.prompt_tokens.labels(model).inc(tokens)
+            self._metrics.audio_seconds.labels(model).inc(audio_seconds)
+            self._metrics.e2e_latency.labels(model).observe(seconds)
+
     def cancelled(self, stream: RequestStream) -> None:
         stream.finish_reason = "cancelled"
         if self._metrics:

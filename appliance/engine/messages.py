@@ -1,9 +1,9 @@
 """The channel between the server process and an engine process: msgspec-encoded messages.
 
 Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Transcribe`,
-`Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of per-request events
-(`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`, `Embedded`, `Reranked`,
-`Transcribed`) and engine `Stats`. Each message is one `send_bytes` frame, except a Submit with
+`Synthesize`, `Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of
+per-request events (`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`,
+`Embedded`, `Reranked`, `Transcribed`, `Synthesized`) and engine `Stats`. Each message is one `send_bytes` frame, except a Submit with
 images, whose pixels follow in raw frames, and a Transcribe, whose samples follow in one
 (`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
 one `Finished` per sequence, told apart by `index`.
@@ -42,6 +42,8 @@ __all__ = [
     "TokenPrompt",
     "Tokenize",
     "Tokenized",
+    "Synthesize",
+    "Synthesized",
     "Transcribe",
     "TranscribeOptions",
     "Transcribed",
@@ -204,7 +206,15 @@ class Transcribe(msgspec.Struct, frozen=True, tag="transcribe"):
     samples: bytes = b""
 
 
-ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Transcribe | Shutdown
+class Synthesize(msgspec.Struct, frozen=True, tag="synthesize"):
+    """Speak `text` in `voice` (text-to-speech graphs; a voice of the graph, checked by the server)."""
+
+    request_id: int
+    text: str
+    voice: str
+
+
+ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize | Shutdown
 
 
 class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
@@ -300,7 +310,21 @@ class Transcribed(msgspec.Struct, frozen=True, tag="transcribed"):
     tokens: int = 0
 
 
-EngineEvent = Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked | Transcribed
+class Synthesized(msgspec.Struct, frozen=True, tag="synthesized"):
+    """Speech: mono float32 little-endian samples at `sample_rate` Hz, and the text's tokens. A
+    whole answer is a few MB at most (the server bounds the text: 4096 characters of SpeechT5
+    speech is about 5 min, 19 MB), one msgpack bin field: decoding it on the event loop is one copy
+    (about 1 ms per 10 MB), so it needs no raw frame of its own."""
+
+    request_id: int
+    samples: bytes
+    sample_rate: int
+    tokens: int = 0
+
+
+EngineEvent = (
+    Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked | Transcribed | Synthesized
+)
 
 
 class Batch(msgspec.Struct, frozen=True, tag="batch"):

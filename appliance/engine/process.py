@@ -8,7 +8,8 @@ events go back in `Batch` frames.
 Continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`, as an add_request/step loop with
 one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`;
 embedding and rerank graphs in `retrieval.py`, texts of many requests batched into each call;
-speech-to-text graphs in `speech.py`, one transcription at a time.
+speech-to-text graphs in `speech.py`, one transcription at a time; text-to-speech graphs in
+`tts.py`, one text at a time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from appliance.engine.base import Engine
     from appliance.engine.retrieval import RetrievalEngine
     from appliance.engine.speech import SpeechEngine
+    from appliance.engine.tts import TtsEngine
 
 __all__ = ["main"]
 
@@ -58,11 +60,15 @@ def main(
         if graph.retrieval is not None:
             from appliance.engine.retrieval import RetrievalEngine
 
-            engine: Engine | RetrievalEngine | SpeechEngine = RetrievalEngine(graph)
+            engine: Engine | RetrievalEngine | SpeechEngine | TtsEngine = RetrievalEngine(graph)
         elif graph.task == "transcribe":
             from appliance.engine.speech import SpeechEngine
 
             engine = SpeechEngine(graph)
+        elif graph.task == "synthesize":
+            from appliance.engine.tts import TtsEngine
+
+            engine = TtsEngine(graph)
         else:
             # Imported here, in the engine process: they load OpenVINO GenAI, which the server
             # process (where `EngineClient` names this function as the spawn target) never needs.
@@ -85,10 +91,10 @@ def main(
         raise SystemExit(1) from None
 
 
-def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine, load_seconds: float) -> Ready:
+def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine | TtsEngine, load_seconds: float) -> Ready:
     if graph.retrieval is not None:
         return Ready(max_context=engine.max_context, load_seconds=load_seconds, embedding_size=engine.embedding_size)
-    if graph.task == "transcribe":
+    if graph.task in ("transcribe", "synthesize"):
         return Ready(max_context=engine.max_context, load_seconds=load_seconds)
     vision = engine.requests.vision
     tools = template_tools(

@@ -7,6 +7,7 @@
 - `gguf.py`: a GGUF file's header read with the standard library, and what OpenVINO GenAI's GGUF
   readers load (architectures, quantizations, tokenizer).
 - `retrieval.py`: an embedding or rerank model's settings from its sentence-transformers files.
+- `tts.py`: a text-to-speech (SpeechT5) model's facts and the `[tts]` settings (voices, input bound).
 - `cpu_properties.py`: the CPU plugin properties a graph may set.
 - `facts.py`: `ModelFacts`, what the model's own files say (context, chat template, vector length,
   image rule and markers), read when a graph is built (`Graph.facts`, `Graph.max_context`): every

@@ -16,6 +16,7 @@ from appliance.graphfiles.gguf import GGUFError, check_loadable, frontend_reader
 from appliance.graphfiles.load import duplicate_names, graph_files, load_graph
 from appliance.graphfiles.schema import VISION_ENCODER_IR, Graph, is_npu
 from appliance.graphfiles.speech import SPEECH_FILES
+from appliance.graphfiles.tts import TTS_FILES
 
 __all__ = ["check_device", "check_model", "prepare_graphs", "review_graphs"]
 
@@ -82,6 +83,9 @@ def _check_model_folder(graph: Graph) -> None:
     if graph.speech_facts is not None:
         _check_speech_folder(graph)
         return
+    if graph.tts_facts is not None:
+        _check_tts_folder(graph)
+        return
     model_ir = graph.model_dir / "openvino_model.xml"
     vlm_ir = graph.model_dir / "openvino_language_model.xml"
     # Embedding and rerank pipelines only tokenize: no detokenizer is needed.
@@ -113,6 +117,16 @@ def _check_speech_folder(graph: Graph) -> None:
         raise ConfigError(
             f"{graph.source}: {graph.model_dir} has no {', '.join(missing)}: not a Whisper export for "
             "OpenVINO GenAI's WhisperPipeline (export it with optimum-intel, tokenizer included: see `appliance export`)"
+        )
+
+
+def _check_tts_folder(graph: Graph) -> None:
+    missing = [name for name in TTS_FILES if not (graph.model_dir / name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"{graph.source}: {graph.model_dir} has no {', '.join(missing)}: not a SpeechT5 export for "
+            "OpenVINO GenAI's Text2SpeechPipeline (export it with optimum-intel: `optimum-cli export openvino "
+            "--task text-to-audio --model-kwargs '{\"vocoder\": ...}'`, then its tokenizer with openvino-tokenizers)"
         )
 
 

@@ -100,16 +100,19 @@ def read_facts(
     model_path: Path,
     *,
     gguf: bool,
-    task: Literal["generate", "embed", "rerank", "transcribe"],
+    task: Literal["generate", "embed", "rerank", "transcribe", "synthesize"],
     accepts_images: bool,
     max_length: int,
 ) -> ModelFacts:
     """The facts of the model at `model_path` (an IR folder or a GGUF file), defaults where its
     files say nothing; never raises. `max_length`: an embedding or rerank graph's tokens per text
     (`RetrievalConfig.max_length`, already resolved from its settings and files), a speech graph's
-    text tokens per window (`SpeechFacts.text_tokens`)."""
+    text tokens per window (`SpeechFacts.text_tokens`), a text-to-speech graph's text positions."""
     if task == "transcribe":
         source = "text tokens per 30 s window: config.json max_target_positions, else Whisper's"
+        return ModelFacts(max_length, source, TemplateTools(False, False, None), "")
+    if task == "synthesize":
+        source = "text tokens the encoder reads: config.json max_text_positions, else SpeechT5's"
         return ModelFacts(max_length, source, TemplateTools(False, False, None), "")
     if task != "generate":
         context = (max_length, "per text: [embedding] max_length, else the model's files")

@@ -23,6 +23,7 @@ from appliance.graphfiles.schema import (
     SchedulerOverrides,
     SchedulerSettings,
     SpeechSettings,
+    TtsSettings,
     is_npu,
 )
 
@@ -63,6 +64,7 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     _check_plugin_config(path, graph)
     _check_retrieval(path, graph)
     _check_speech(path, graph)
+    _check_tts(path, graph, check_paths=check_paths)
     return graph
 
 
@@ -106,6 +108,35 @@ def _check_speech(path: Path, graph: Graph) -> None:
             f"{path}: `speech.word_timestamps` needs the model's alignment heads, which its "
             "generation_config.json does not give (`alignment_heads`)"
         )
+
+
+def _check_tts(path: Path, graph: Graph, *, check_paths: bool) -> None:
+    facts = graph.tts_facts
+    if facts is None:
+        if graph.tts != TtsSettings():
+            raise ConfigError(f"{path}: `[tts]` applies to text-to-speech graphs only (`pipeline` TEXT_TO_SPEECH)")
+        return
+    _check_not_generative(path, graph)
+    voices = graph.voices
+    if graph.tts.default_voice is not None and graph.tts.default_voice not in graph.tts.voices:
+        raise ConfigError(
+            f"{path}: `tts.default_voice` {graph.tts.default_voice!r} is not one of `tts.voices` "
+            f"({', '.join(graph.tts.voices) or 'none given'})"
+        )
+    if not check_paths:
+        return
+    size = facts.speaker_embedding_dim * 4
+    for name, voice in voices.items():
+        if voice is None:
+            continue
+        if not voice.is_file():
+            raise ConfigError(f"{path}: `tts.voices.{name}`: {voice} is not a file")
+        if voice.stat().st_size != size:
+            raise ConfigError(
+                f"{path}: `tts.voices.{name}`: {voice} holds {voice.stat().st_size} bytes; a speaker embedding "
+                f"of this model is {facts.speaker_embedding_dim} float32 values ({size} bytes, config.json "
+                "speaker_embedding_dim)"
+            )
 
 
 def _check_not_generative(path: Path, graph: Graph) -> None:

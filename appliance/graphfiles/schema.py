@@ -17,6 +17,7 @@ from appliance.graphfiles.facts import ModelFacts, read_facts
 from appliance.graphfiles.footprint import Footprint, estimate_footprint
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
 from appliance.graphfiles.speech import SpeechFacts, SpeechSettings, is_whisper, read_speech_facts
+from appliance.graphfiles.tts import OPENAI_INPUT_CHARS, TtsFacts, TtsSettings, is_speecht5, read_tts_facts
 
 __all__ = [
     "GGUF_SUFFIX",
@@ -30,6 +31,7 @@ __all__ = [
     "SchedulerOverrides",
     "SpeculativeSettings",
     "SpeechSettings",
+    "TtsSettings",
     "is_npu",
 ]
 
@@ -50,8 +52,10 @@ STATEFUL_PROPERTIES = ("MAX_PROMPT_LEN", "MIN_RESPONSE_LEN")
 """plugin_config keys read by the stateful pipeline itself, not by a device plugin."""
 RETRIEVAL_KINDS = ("TEXT_EMBEDDING", "TEXT_RERANK")
 """Pipelines that turn text into vectors or scores: nothing is generated."""
-PipelineKind = Literal["LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT"]
-Task = Literal["generate", "embed", "rerank", "transcribe"]
+PipelineKind = Literal[
+    "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT", "TEXT_TO_SPEECH"
+]
+Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
 
 
 class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -210,16 +214,17 @@ class Graph(_Config, dict=True):
     """Folder with the OpenVINO IR, or a `.gguf` file (text models), relative to the graph file's
     directory unless absolute."""
     device: str = "CPU"
-    pipeline: Literal["AUTO", "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT"] = (
-        "AUTO"
-    )
+    pipeline: Literal[
+        "AUTO", "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT", "TEXT_TO_SPEECH"
+    ] = "AUTO"
     """LM_CB: text model; VLM_CB: vision-language model (images in chat); both run continuous
     batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
     GPU it trades throughput for a smaller footprint). TEXT_EMBEDDING: an embedding model
     (`/v1/embeddings`); TEXT_RERANK: a cross-encoder (`/v1/rerank`); SPEECH_TO_TEXT: a Whisper model
-    (`/v1/audio/transcriptions`, `/v1/audio/translations`). AUTO: TEXT_EMBEDDING when the folder
-    holds sentence-transformers' `modules.json`, TEXT_RERANK for a `*ForSequenceClassification`
-    model, SPEECH_TO_TEXT for a Whisper model, VLM when it holds a vision encoder, else LM (always
+    (`/v1/audio/transcriptions`, `/v1/audio/translations`); TEXT_TO_SPEECH: a SpeechT5 model
+    (`/v1/audio/speech`). AUTO: TEXT_EMBEDDING when the folder holds sentence-transformers'
+    `modules.json`, TEXT_RERANK for a `*ForSequenceClassification` model, SPEECH_TO_TEXT for a
+    Whisper model, TEXT_TO_SPEECH for a SpeechT5 model, VLM when it holds a vision encoder, else LM (always
     LM for a GGUF file); continuous batching except on NPU."""
     description: str = ""
     aliases: tuple[ModelName, ...] = ()
@@ -255,6 +260,7 @@ class Graph(_Config, dict=True):
     limits: Limits = Limits()
     embedding: RetrievalSettings = RetrievalSettings()
     speech: SpeechSettings = SpeechSettings()
+    tts: TtsSettings = TtsSettings()
     draft_model_path: str | None = None
     """Speculative decoding: folder of a draft model exported with the same tokenizer (relative to
     the graph file's directory unless absolute)."""
@@ -298,7 +304,7 @@ class Graph(_Config, dict=True):
         self.__dict__["_gguf"] = gguf
         kind = self.pipeline
         if kind == "AUTO" and not gguf:
-            kind = retrieval_kind(model_dir) or ("SPEECH_TO_TEXT" if is_whisper(model_dir) else kind)
+            kind = retrieval_kind(model_dir) or _audio_kind(model_dir) or kind
         if kind == "AUTO":
             kind = "VLM" if not gguf and (model_dir / VISION_ENCODER_IR).is_file() else "LM"
             # NPU compiles static shapes and runs only OpenVINO GenAI's stateful pipeline.
@@ -307,12 +313,21 @@ class Graph(_Config, dict=True):
         retrieval = resolve(self.embedding, model_dir) if kind in RETRIEVAL_KINDS else None
         self.__dict__["_retrieval"] = retrieval
         speech = self.__dict__["_speech"] = read_speech_facts(model_dir) if kind == "SPEECH_TO_TEXT" else None
+        tts = self.__dict__["_tts"] = read_tts_facts(model_dir) if kind == "TEXT_TO_SPEECH" else None
         self.__dict__["_facts"] = read_facts(
             model_dir,
             gguf=gguf,
             task=self.task,
             accepts_images=self.accepts_images,
-            max_length=retrieval.max_length if retrieval is not None else speech.text_tokens if speech else 0,
+            max_length=(
+                retrieval.max_length
+                if retrieval is not None
+                else speech.text_tokens
+                if speech
+                else tts.text_positions
+                if tts
+                else 0
+            ),
         )
 
     @property
@@ -324,7 +339,12 @@ class Graph(_Config, dict=True):
     def task(self) -> Task:
         """What requests the model serves: generation (chat, completions...), embeddings, rerank,
         transcription (and translation)."""
-        kinds: dict[str, Task] = {"TEXT_EMBEDDING": "embed", "TEXT_RERANK": "rerank", "SPEECH_TO_TEXT": "transcribe"}
+        kinds: dict[str, Task] = {
+            "TEXT_EMBEDDING": "embed",
+            "TEXT_RERANK": "rerank",
+            "SPEECH_TO_TEXT": "transcribe",
+            "TEXT_TO_SPEECH": "synthesize",
+        }
         return kinds.get(self.pipeline_kind, "generate")
 
     @property
@@ -337,6 +357,31 @@ class Graph(_Config, dict=True):
     def speech_facts(self) -> SpeechFacts | None:
         """Speech-to-text graphs: what the Whisper model's files say (None for the others)."""
         return self.__dict__["_speech"]
+
+    @property
+    def tts_facts(self) -> TtsFacts | None:
+        """Text-to-speech graphs: what the SpeechT5 model's files say (None for the others)."""
+        return self.__dict__["_tts"]
+
+    @property
+    def voices(self) -> dict[str, Path | None]:
+        """Text-to-speech graphs: each voice's speaker-embedding file, resolved (`tts.voices`);
+        `{"default": None}` when the graph names none (no speaker embedding)."""
+        if not self.tts.voices:
+            return {"default": None}
+        return {name: self._resolve(path) for name, path in self.tts.voices.items()}
+
+    @property
+    def default_voice(self) -> str:
+        """The voice of a request that names none: `tts.default_voice`, else the first voice."""
+        return self.tts.default_voice or next(iter(self.voices))
+
+    @property
+    def max_input_chars(self) -> int:
+        """Text-to-speech graphs: characters one request may carry (see `TtsSettings`)."""
+        if self.tts.max_input_chars is not None:
+            return self.tts.max_input_chars
+        return min(OPENAI_INPUT_CHARS, self.facts.context - 1)
 
     @property
     def facts(self) -> ModelFacts:
@@ -378,7 +423,7 @@ class Graph(_Config, dict=True):
         text): `limits.max_context`, else the model's own (`facts.context`); on NPU at most what
         its KV cache is compiled for. Every prompt bound of the server and the engine's own
         context check use this number, known before the model loads."""
-        if self.retrieval is not None or self.task == "transcribe":
+        if self.retrieval is not None or self.task in ("transcribe", "synthesize"):
             return self.facts.context
         context = self.limits.max_context or self.facts.context
         if self.stateful and is_npu(self.device):
@@ -451,6 +496,13 @@ class Graph(_Config, dict=True):
         if not path.is_absolute() and self.source:
             path = Path(self.source).parent / path
         return path.resolve()
+
+
+def _audio_kind(model_dir: Path) -> PipelineKind | None:
+    """SPEECH_TO_TEXT for a Whisper folder, TEXT_TO_SPEECH for a SpeechT5 one."""
+    if is_whisper(model_dir):
+        return "SPEECH_TO_TEXT"
+    return "TEXT_TO_SPEECH" if is_speecht5(model_dir) else None
 
 
 def is_npu(device: str) -> bool:

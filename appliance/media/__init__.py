@@ -1,5 +1,5 @@
 """Images for vision requests (where they may come from, reading them safely, decoding them) and
-uploaded audio for speech requests.
+uploaded audio for speech requests, and speech answers encoded.
 
     sources    what an `image_url` points at (data URL, http(s) URL, local path) and the checks
                that need no I/O; run for every image before any work is spent on a request
@@ -14,6 +14,8 @@ uploaded audio for speech requests.
     audio      uploaded audio bytes -> 16 kHz mono float32 (PyAV), within duration, channel and
                sample-rate limits; `AudioDecoder` runs it in threads, a few files at a time.
                Imported by its users, not here (`import av` costs 0.1 s)
+    audio_encode  mono float32 samples -> a wav, pcm, mp3, opus, aac or flac file (the answer
+               of /v1/audio/speech); imported by its users too
 
 No web framework and no OpenVINO here. Refusals are `appliance.errors.InvalidRequest` (400) with a
 code: `invalid_image_url`, `image_fetch_failed`, `image_too_large`, `invalid_image_format`,

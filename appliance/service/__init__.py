@@ -16,6 +16,7 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 `completions` serves completions (`completion_output` builds their answers), `tokenize` the tokenizer
 routes, `retrieval` embeddings (and the bounds every retrieval request shares), `relevance` rerank
 and score (one rule for both routes, on cross-encoders and bi-encoders). `field_policy`: the OpenAI fields accepted without effect, and those refused with a reason.
+`tts` speaks text on a text-to-speech graph (voice, input bound, what SpeechT5 cannot do refused).
 `speech_formats` renders a transcript in each of OpenAI's audio `response_format`s and knows
 Whisper's languages.
 The other APIs (Responses, LMI, Elasticsearch, Anthropic Messages) are dialects on this core, in

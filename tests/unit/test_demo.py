@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 from appliance.cli import main
@@ -397,3 +398,26 @@ def test_the_shared_test_root_links_demo_smol(smol_root: Path) -> None:
     assert not (smol_root / "graphs" / "demo-chat.toml").exists()
     graph = load_graph(smol_root / "graphs" / "demo-smol.toml")
     assert (graph.model_dir, graph.pipeline_kind, graph.tool_parser) == (model.resolve(), "LM_CB", "hermes")
+
+
+def test_demo_tts_recipe_and_graph() -> None:
+    from appliance.tools.demo.recipes import TINY_SPEECHT5
+
+    recipe = RECIPES["demo-tts"]
+    assert recipe.model == TINY_SPEECHT5 and recipe.requires() == ()
+    assert "demo-tts" not in DEFAULT_DEMOS  # random weights: for tests and trying the route
+    text = render_graph(recipe, Path("/r/graphs"), Path("/r/models"))
+    assert 'pipeline = "TEXT_TO_SPEECH"' in text and 'model_path = "../models/demo-tts"' in text
+    assert '[tts]\ndefault_voice = "alloy"\n' in text
+    assert (
+        '[tts.voices]\nalloy = "../models/demo-tts/voices/alloy.bin"\necho = "../models/demo-tts/voices/echo.bin"\n'
+        in text
+    )
+
+
+def test_demo_tts_voices_are_seeded_and_distinct() -> None:
+    from appliance.tools.demo.tts import voice_embedding
+
+    alloy, echo = voice_embedding(0, 512), voice_embedding(1, 512)
+    assert alloy.dtype == np.dtype("<f4") and alloy.shape == (512,)
+    assert np.array_equal(alloy, voice_embedding(0, 512)) and not np.array_equal(alloy, echo)

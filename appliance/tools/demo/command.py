@@ -26,7 +26,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--models",
         default=",".join(DEFAULT_DEMOS),
         help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup, "
-        "demo-whisper, demo-whisper-multi)",
+        "demo-whisper, demo-whisper-multi, demo-tts)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when the output is current")
     return parser

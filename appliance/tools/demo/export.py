@@ -28,6 +28,7 @@ from .recipes import (
     PackagedGGUFSpec,
     PackagedWhisperSpec,
     QwenVLSpec,
+    SpeechT5Spec,
     TokenizerSpec,
 )
 
@@ -106,6 +107,10 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
         from .whisper import WHISPER_FILES  # numpy and the CTranslate2 reader: not at CLI start-up
 
         return WHISPER_FILES
+    if isinstance(model, SpeechT5Spec):
+        from .tts import TTS_FILES
+
+        return TTS_FILES
     raise TypeError(f"no builder for {type(model).__name__}")
 
 
@@ -123,6 +128,12 @@ def build_model(recipe: DemoRecipe, out_dir: Path, scratch_dir: Path, log: Log) 
 
         with _quiet_libraries(recipe.name, log) as log:
             build_whisper(recipe.name, recipe.model, out_dir, scratch_dir, log)
+        return
+    if isinstance(recipe.model, SpeechT5Spec):
+        from .tts import build_tts
+
+        with _quiet_libraries(recipe.name, log) as log:
+            build_tts(recipe.name, recipe.model, out_dir, scratch_dir, log)
         return
     if recipe.model is None or recipe.tokenizer is None:
         raise ValueError(f"{recipe.name}: recipe has no model to build")

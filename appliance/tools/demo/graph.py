@@ -73,6 +73,10 @@ def render_graph(recipe: DemoRecipe, graphs_dir: Path, models_dir: Path) -> str:
     lines += [f"{key} = {val(value)}" for key, value in g.limits.items()]
     if g.speech:
         lines += ["", "[speech]", *(f"{key} = {val(value)}" for key, value in g.speech.items())]
+    if g.tts or g.voices:
+        lines += ["", "[tts]", *(f"{key} = {val(value)}" for key, value in g.tts.items())]
+    if g.voices:
+        lines += ["", "[tts.voices]", *(f"{key} = {val(value)}" for key, value in g.voices.items())]
     if g.plugin_config:
         lines += ["", "[plugin_config]", *(f"{key} = {val(value)}" for key, value in g.plugin_config.items())]
     return "\n".join(lines) + "\n"

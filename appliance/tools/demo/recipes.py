@@ -230,8 +230,26 @@ class PackagedWhisperSpec:
         return f"{self.folder}/model.bin"
 
 
+@dataclass(frozen=True)
+class SpeechT5Spec:
+    """A random-weight SpeechT5 text-to-speech model with a random HiFi-GAN vocoder, built and
+    exported here (`tts`), and its voices: one speaker embedding per name, drawn from `seed`.
+
+    `min_length_ratio` is generation_config.json's `minlenratio` (mel frames per input token at
+    least: SpeechT5 makes 2 frames of 256 samples a decoder step); `vocoder_gain` scales the vocoder's output layer so the noise is audible."""
+
+    hidden_size: int = 64
+    layers: int = 2
+    attention_heads: int = 2
+    speaker_embedding_dim: int = 512
+    voices: tuple[str, ...] = ("alloy", "echo")
+    min_length_ratio: float = 4.0
+    vocoder_gain: float = 3.0e7
+    seed: int = 0
+
+
 # IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s.
-ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec
+ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | SpeechT5Spec
 
 
 @dataclass(frozen=True)
@@ -272,6 +290,9 @@ class GraphSpec:
     scheduled: bool = True
     # The `[speech]` table of a speech-to-text graph.
     speech: Mapping[str, TomlScalar] = field(default_factory=dict)
+    # The `[tts]` table of a text-to-speech graph, and its `[tts.voices]`.
+    tts: Mapping[str, TomlScalar] = field(default_factory=dict)
+    voices: Mapping[str, TomlScalar] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -346,6 +367,9 @@ WHISPER_TINY_EN = PackagedWhisperSpec(
 # accepted, the words are noise.
 TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_layers=2)
 # Graphs with no continuous-batching pipeline: the scheduler's values are unused.
+# No packaged SpeechT5 was found on the package registry: the text-to-speech demo is random.
+TINY_SPEECHT5 = SpeechT5Spec()
+
 _UNSCHEDULED = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
 
 # Shared by demo-chat and any model that must speak its vocabulary (e.g. a speculative draft).
@@ -480,6 +504,20 @@ RECIPES: dict[str, DemoRecipe] = {
                 ),
                 pipeline="SPEECH_TO_TEXT",
                 **_UNSCHEDULED,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-tts",
+            model=TINY_SPEECHT5,
+            graph=GraphSpec(
+                description=(
+                    "a tiny random-weight SpeechT5 with a random HiFi-GAN vocoder, for text to speech; "
+                    "built offline by `appliance demo` (it says noise, not words)."
+                ),
+                pipeline="TEXT_TO_SPEECH",
+                **_UNSCHEDULED,
+                tts={"default_voice": TINY_SPEECHT5.voices[0]},
+                voices={voice: ModelRef("demo-tts", f"voices/{voice}.bin") for voice in TINY_SPEECHT5.voices},
             ),
         ),
         DemoRecipe(
