@@ -17,8 +17,10 @@ __all__ = ["ResponseFormat", "TranscriptionForm", "TranslationForm"]
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 
 
-class TranslationForm(msgspec.Struct, kw_only=True):
-    """`/v1/audio/translations`: speech in any language the model knows, as English text."""
+class TranslationForm(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`/v1/audio/translations`: speech in any language the model knows, as English text. A field
+    not listed here is refused (400 `unknown_parameter`), as on the JSON routes: a parameter the
+    appliance does not honour must not be ignored."""
 
     file: bytes
     """The audio file: flac, mp3, mp4, mpeg, mpga, m4a, ogg, wav or webm."""

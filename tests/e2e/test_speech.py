@@ -262,6 +262,20 @@ def test_bad_uploads_are_400s_beside_a_neighbour(server: RunningServer, samples:
         ),
         ("transcriptions", {"file": ("x.wav", SPEECH.read_bytes())}, {"model": "nobody"}, 404, None),
         ("translations", {"file": ("x.wav", SPEECH.read_bytes())}, {}, 400, "missing_required_parameter"),
+        (
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "known_speaker_names[]": "Ann"},
+            400,
+            "unknown_parameter",
+        ),
+        (
+            "translations",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper-multi", "language": "de"},
+            400,
+            "unknown_parameter",
+        ),
     ]
     with Neighbour(server.url) as neighbour:
         for path, files, data, status, code in cases:
