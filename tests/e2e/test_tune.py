@@ -36,6 +36,10 @@ def test_tune_demo_chat_within_its_budget(demo_root: Path, tmp_path: Path) -> No
             "32",
             "--level-seconds",
             "0.3",
+            "--weights",
+            "int8_sym",
+            "--weights-dir",
+            str(tmp_path / "weights"),
         ],
         capture_output=True,
         text=True,
@@ -46,12 +50,20 @@ def test_tune_demo_chat_within_its_budget(demo_root: Path, tmp_path: Path) -> No
     assert tune.returncode == 0, tune.stderr
     assert "machine: " in tune.stdout and "[1/" in tune.stdout and f"{graph}: written" in tune.stdout
     assert "the graph as it is: " in tune.stdout and " tok/s one stream" in tune.stdout
+    # The weight format is the first lever: demo-chat's IR written again as int8, its perplexity beside.
+    assert "weights=int8_sym: " in tune.stdout and ", perplexity " in tune.stdout
     text = graph.read_text()
     assert tuned_isa(text) == isa() and "# appliance tune " in text
     after = tomllib.loads(text)
-    assert {key: value for key, value in after.items() if key != "plugin_config"} == {
-        key: value for key, value in before.items() if key != "plugin_config"
+    assert {key: value for key, value in after.items() if key not in ("plugin_config", "model_path")} == {
+        key: value for key, value in before.items() if key not in ("plugin_config", "model_path")
     }
+    candidate = tmp_path / "weights" / f"{Path(before['model_path']).name}-int8_sym"
+    if after["model_path"] != before["model_path"]:  # int8 won: the graph serves its folder, kept
+        assert (graph.parent / after["model_path"]).resolve() == candidate.resolve()
+        assert (candidate / "openvino_model.xml").is_file() and "# was: model_path" in text
+    else:  # it lost: its folder is gone
+        assert not candidate.exists()
     check = subprocess.run(
         [sys.executable, "-m", "appliance", "check", "--graphs", str(graphs)],
         capture_output=True,

@@ -12,8 +12,9 @@ import pytest
 from appliance.commands.check import _tuned_elsewhere
 from appliance.cpu_features import isa, tuned_isa
 from appliance.tools.tune.graph_text import tuned_text
-from appliance.tools.tune.levers import Form, Measured, better, levers_for
+from appliance.tools.tune.levers import Form, Measured, better, levers_for, perplexity_loss
 from appliance.tools.tune.search import search
+from appliance.tools.tune.weights import WEIGHTS, build_weights, candidate_dir, remove_candidate
 
 AVX2 = ["avx2", "f16c"]
 SAPPHIRE = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "f16c"]
@@ -125,3 +126,56 @@ def test_check_warns_about_a_graph_tuned_on_another_cpu(tmp_path: Path) -> None:
     path.write_text(GRAPH)
     assert _tuned_elsewhere(str(path), AVX2) is None
     assert isinstance(isa(), list)
+
+
+def test_weight_formats_come_first_and_stay_out_of_the_plugin_config() -> None:
+    levers = levers_for(AVX2, {}, weights=["int8_sym", "int4_sym_g64"])
+    assert levers[0].key == WEIGHTS and levers[0].values == ("int8_sym", "int4_sym_g64")
+    assert [lever.key for lever in levers_for(AVX2, {})][0] == "KV_CACHE_PRECISION"
+    with pytest.raises(ValueError, match="unknown weight formats: int3"):
+        levers_for(AVX2, {}, weights=["int3"])
+    form = Form({WEIGHTS: "int8_sym", "KV_CACHE_PRECISION": "f16"})
+    assert form.weights == "int8_sym" and Form().weights is None
+    assert form.apply({"ENABLE_CPU_PINNING": True}) == {"ENABLE_CPU_PINNING": True, "KV_CACHE_PRECISION": "f16"}
+    assert form.plugin_changes() == {"KV_CACHE_PRECISION": "f16"}
+
+
+def test_a_weight_candidate_lives_beside_its_model_or_where_asked(tmp_path: Path) -> None:
+    gguf = tmp_path / "m" / "Smol.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    assert candidate_dir(gguf, "int8_sym") == tmp_path / "m" / "Smol.Q4_1-int8_sym"
+    assert candidate_dir(gguf.parent, "int4_sym_g64", tmp_path / "w") == tmp_path / "w" / "m-int4_sym_g64"
+
+
+def test_a_winner_with_other_weights_points_model_path_at_them_reversibly() -> None:
+    gguf_graph = GRAPH.replace('model_path = "model"', 'model_path = "../models/s.gguf"\ngguf_reader = "LEGACY"')
+    assert 'model_path = "../models/s.gguf"' in gguf_graph
+    tuned = tuned_text(gguf_graph, {}, ["faster"], AVX2, "../models/s-int8_sym")
+    parsed = tomllib.loads(tuned)
+    assert parsed["model_path"] == "../models/s-int8_sym" and "gguf_reader" not in parsed
+    assert '# was: model_path = "../models/s.gguf"' in tuned
+    undone = tomllib.loads(tuned_text(tuned, {}, ["again"], AVX2))
+    assert undone["model_path"] == "../models/s.gguf" and undone["gguf_reader"] == "LEGACY"
+
+
+def test_other_greedy_tokens_win_only_within_the_perplexity_loss_allowed() -> None:
+    reference = Measured(Form(), 100, 300, TOKENS, perplexity=10.0)
+    int4 = Measured(Form({WEIGHTS: "int4_sym_g64"}), 130, 310, (1, 2, 4), perplexity=10.2)
+    assert not better(int4, reference, reference)  # the default: the same greedy tokens only
+    assert better(int4, reference, reference, max_perplexity_loss=0.03)
+    assert not better(int4, reference, reference, max_perplexity_loss=0.01)
+    unmeasured = Measured(Form({"KV_CACHE_PRECISION": "u4"}), 130, 310, (1, 2, 4))
+    assert not better(unmeasured, reference, reference, max_perplexity_loss=0.5)
+    assert perplexity_loss(int4, reference) == pytest.approx(0.02)
+
+
+def test_tune_never_deletes_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    theirs = tmp_path / "model-int8_sym"  # the user's own export, named as tune names a candidate
+    theirs.mkdir()
+    (theirs / "openvino_model.xml").write_text("<net/>")
+    remove_candidate(theirs)
+    assert (theirs / "openvino_model.xml").is_file()
+    with pytest.raises(RuntimeError, match="not a folder appliance tune made"):
+        build_weights(tmp_path / "model", "int8_sym", theirs)
+    assert (theirs / "openvino_model.xml").is_file()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import os
 from pathlib import Path
 
 __all__ = ["register", "run"]
 
 _TUNABLE = ("LM_CB", "VLM_CB")
+_DEFAULT_WEIGHTS = "int8_sym,int8_asym,int4_sym_g64,int4_sym_g32"
 
 
 def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -17,8 +19,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser = subcommands.add_parser(
         "tune",
         help="find each graph's fastest OpenVINO CPU settings on this box and write them into the graph file",
-        description="For each graph file: measure its raw pipeline as it is, then each lever (KV cache "
-        "precision, dynamic quantization group size, inference precision, CPU pinning) on top of the best "
+        description="For each graph file: measure its raw pipeline as it is, then each lever (the weights' "
+        "format, KV cache precision, dynamic quantization group size, inference precision, CPU pinning) on top of the best "
         "so far, each form in a fresh process, within a time budget; keep a form that is faster at one "
         "stream without losing throughput at --busy streams and writes the same greedy tokens; measure "
         "the winner against the graph as it was again, then write it into the graph's [plugin_config] "
@@ -38,6 +40,29 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         metavar="S",
         help="each level of each form runs at least this long (default 3; longer: steadier figures)",
     )
+    parser.add_argument(
+        "--weights",
+        default=_DEFAULT_WEIGHTS,
+        metavar="FORMATS",
+        help="weight formats to try first, comma-separated, or none (default "
+        f"{_DEFAULT_WEIGHTS}; also int4_sym_g128, int4_asym_g64): the text model written again as an "
+        "OpenVINO IR in each; the winner's folder is kept and the graph's model_path points at it",
+    )
+    parser.add_argument(
+        "--weights-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the weight candidates are written (default: beside the model)",
+    )
+    parser.add_argument(
+        "--max-perplexity-loss",
+        type=float,
+        default=0.0,
+        metavar="PERCENT",
+        help="let a weight format that writes other greedy tokens win when its perplexity on tune's text "
+        "is at most this many per cent above the model's as it is (default 0: the same greedy tokens "
+        "only); the loss is written into the graph's tune block",
+    )
     parser.add_argument("--dry-run", action="store_true", help="measure and report; leave the files alone")
     return parser
 
@@ -56,9 +81,20 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             print(f"appliance tune: {name} must be at least 1")
             return 2
-    if args.busy < 2 or args.budget <= 0 or args.level_seconds < 0:
-        print("appliance tune: --busy takes 2 or more streams, --budget and --level-seconds positive seconds")
+    if args.busy < 2 or args.budget <= 0 or args.level_seconds < 0 or not 0 <= args.max_perplexity_loss < 100:
+        print(
+            "appliance tune: --busy takes 2 or more streams, --budget and --level-seconds positive seconds, "
+            "--max-perplexity-loss a per cent from 0 to 100"
+        )
         return 2
+    weights = [] if args.weights.strip().lower() == "none" else [f for f in args.weights.split(",") if f.strip()]
+    from appliance.tools.tune.weights import SOURCE, WEIGHT_FORMATS, candidate_dir, remove_candidate
+
+    unknown = sorted({f.strip() for f in weights} - set(WEIGHT_FORMATS))
+    if unknown:
+        print(f"appliance tune: unknown --weights {', '.join(unknown)} (known: {', '.join(WEIGHT_FORMATS)}, none)")
+        return 2
+    weights = [f.strip() for f in weights]
     machine = describe_machine()
     print(machine_line(machine))
     isa = list(machine["isa"])
@@ -67,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         output_tokens=args.output_tokens,
         busy=args.busy,
         min_seconds=args.level_seconds,
+        quality=bool(weights),
     )
     failed = 0
     for path in args.graphs:
@@ -84,11 +121,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{path}: tuning {graph.name} ({graph.model_dir}), budget {args.budget:.0f} s")
         timeout = max(120.0, args.budget)
         try:
+            # A vision model is several IRs: only a text model's weights are written again.
+            formats = weights if graph.pipeline_kind == "LM_CB" else []
             outcome = search(
-                levers_for(isa, graph.plugin_config),
-                functools.partial(_measure_form, measure, path, workload, timeout),
+                levers_for(isa, graph.plugin_config, weights=formats),
+                functools.partial(_measure_form, measure, path, workload, timeout, args.weights_dir),
                 budget=args.budget,
                 log=lambda line: print("  " + line, flush=True),
+                max_perplexity_loss=args.max_perplexity_loss / 100,
             )
         except RuntimeError as exc:
             print(f"{path}: {exc}")
@@ -96,10 +136,22 @@ def run(args: argparse.Namespace) -> int:
             continue
         summary = _summary(outcome, machine, workload)
         print(f"{path}: " + " ".join(summary))
+        chosen = outcome.best.form.weights
+        model_path = None
+        # The candidates not chosen give their disk back, and so does a GGUF's own IR (made to
+        # build them and to measure its perplexity).
+        for fmt in {measured.form.weights for measured in outcome.tried} | {SOURCE}:
+            if fmt is not None and (fmt != chosen or args.dry_run):
+                remove_candidate(candidate_dir(graph.model_dir, fmt, args.weights_dir))
         if args.dry_run:
             continue
+        if chosen is not None:
+            folder = candidate_dir(graph.model_dir, chosen, args.weights_dir).resolve()
+            model_path = os.path.relpath(folder, path.parent.resolve())
+            print(f"{path}: the model in {chosen}: {folder}")
         text = path.read_text(encoding="utf-8")
-        path.write_text(tuned_text(text, dict(outcome.best.form.changes), summary, isa), encoding="utf-8")
+        changes = outcome.best.form.plugin_changes()
+        path.write_text(tuned_text(text, changes, summary, isa, model_path), encoding="utf-8")
         try:
             load_graph(path)
         except ConfigError as exc:  # never leave a graph the server would refuse
@@ -111,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _measure_form(measure, path: Path, workload, timeout: float, form):
-    return measure(path, form, workload, timeout)
+def _measure_form(measure, path: Path, workload, timeout: float, weights_dir: Path | None, form):
+    return measure(path, form, workload, timeout, weights_dir)
 
 
 def _summary(outcome, machine: dict, workload) -> list[str]:
@@ -124,8 +176,17 @@ def _summary(outcome, machine: dict, workload) -> list[str]:
         found = f"no lever beat the graph as it was ({reference.one_stream:.1f} output tokens/s at one stream)"
         return [f"{today} on {where}: {found}.", f"Tried {len(outcome.tried)} forms."]
     return [
-        f"{today} on {where}: {outcome.one_stream_ratio:.2f}x output tokens/s at one stream",
-        f"({reference.one_stream:.1f} -> {best.one_stream:.1f}), {outcome.busy_ratio:.2f}x at {workload.busy} streams,",
-        f"the same greedy tokens ({workload.prompt_tokens} tokens in, {workload.output_tokens} out; {len(outcome.tried)} forms tried).",
+        f"{today} on {where}: {best.form.describe()}: {outcome.one_stream_ratio:.2f}x output tokens/s",
+        f"at one stream ({reference.one_stream:.1f} -> {best.one_stream:.1f}), {outcome.busy_ratio:.2f}x at {workload.busy} streams,",
+        f"{_quality(best, reference)} ({workload.prompt_tokens} tokens in, {workload.output_tokens} out; {len(outcome.tried)} forms tried).",
         'Undo: delete the lines marked "appliance tune" and put back the ones marked "was".',
     ]
+
+
+def _quality(best, reference) -> str:
+    from appliance.tools.tune.levers import perplexity_loss
+
+    if best.tokens == reference.tokens:
+        return "the same greedy tokens"
+    loss = perplexity_loss(best, reference)
+    return f"other greedy tokens, perplexity {best.perplexity:.2f} against {reference.perplexity:.2f} ({loss:+.1%})"

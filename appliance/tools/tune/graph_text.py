@@ -12,6 +12,9 @@ The block, above `[plugin_config]`:
     KV_CACHE_PRECISION = "u8"  # appliance tune
     # was: DYNAMIC_QUANTIZATION_GROUP_SIZE = 32
 
+A winner with other weights (`weights.py`) also points `model_path` at their folder, the old line
+kept as `# was:` (and a GGUF's `gguf_reader` with it: an IR folder has no reader to choose).
+
 Tuning again replaces the block and the lines it marked.
 """
 
@@ -38,10 +41,19 @@ def toml_value(value: PluginValue) -> str:
     return repr(value)
 
 
-def tuned_text(text: str, changes: Mapping[str, PluginValue | None], summary: list[str], isa: list[str]) -> str:
+def tuned_text(
+    text: str,
+    changes: Mapping[str, PluginValue | None],
+    summary: list[str],
+    isa: list[str],
+    model_path: str | None = None,
+) -> str:
     """`text` with `changes` (None: leave the key to OpenVINO) in its `[plugin_config]`, under a
-    block saying `summary` (comment lines without their `#`) and the ISA it was tuned on."""
+    block saying `summary` (comment lines without their `#`) and the ISA it was tuned on; and with
+    `model_path`, when given, in place of the file's own."""
     lines = _untuned(text.splitlines())
+    if model_path is not None:
+        lines = _with_model_path(lines, model_path)
     block = [f"{MARK} {summary[0]}", *(f"# {line}" for line in summary[1:]), f"{TUNED_ON} {' '.join(isa)}"]
     table = next((i for i, line in enumerate(lines) if _TABLE.match(line)), None)
     if table is None:
@@ -60,6 +72,18 @@ def tuned_text(text: str, changes: Mapping[str, PluginValue | None], summary: li
             body.insert(0, f"{key} = {toml_value(value)}  {MARK}")
     lines[table + 1 : end] = body
     return "\n".join(lines) + "\n"
+
+
+def _with_model_path(lines: list[str], model_path: str) -> list[str]:
+    """The top-level `model_path` replaced (the old one kept as `# was:`), `gguf_reader` put aside."""
+    end = next((i for i, line in enumerate(lines) if _ANY_TABLE.match(line)), len(lines))
+    top, rest = lines[:end], lines[end:]
+    for i, line in enumerate(top):
+        if re.match(r"^(model_path|gguf_reader)\s*=", line):
+            top[i] = f"# was: {line}"
+    at = next((i for i, line in enumerate(top) if line.startswith("# was: model_path")), len(top))
+    top.insert(at, f"model_path = {toml_value(model_path)}  {MARK}")
+    return top + rest
 
 
 def _untuned(lines: list[str]) -> list[str]:

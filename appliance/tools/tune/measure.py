@@ -38,14 +38,22 @@ class Workload:
     """Requests per stream of a level, at least."""
     min_seconds: float = 3.0
     """Each level runs again until it has taken this long."""
+    quality: bool = False
+    """Measure the perplexity of the graph as it is and of each weight format (`quality.py`)."""
 
 
-def measure(graph_path: Path, form: Form, workload: Workload, timeout: float) -> Measured:
-    """`form` of the graph at `graph_path` measured in a new process (at most `timeout` seconds;
-    a failure is a Measured with `error`)."""
+def measure(
+    graph_path: Path, form: Form, workload: Workload, timeout: float, weights_dir: Path | None = None
+) -> Measured:
+    """`form` of the graph at `graph_path` measured in a new process (at most `timeout` seconds,
+    building the form's weights included; a failure is a Measured with `error`). A form with a
+    weight format is served from its candidate folder (`weights.candidate_dir`, in `weights_dir`
+    or beside the model), built in that process when it is not yet there."""
     context = multiprocessing.get_context("spawn")
     answers: multiprocessing.Queue = context.Queue()
-    process = context.Process(target=_child, args=(graph_path, dict(form.changes), workload, answers), daemon=True)
+    process = context.Process(
+        target=_child, args=(graph_path, dict(form.changes), workload, weights_dir, answers), daemon=True
+    )
     process.start()
     try:
         answer = answers.get(timeout=timeout)
@@ -57,18 +65,22 @@ def measure(graph_path: Path, form: Form, workload: Workload, timeout: float) ->
             process.kill()
     if "error" in answer:
         return Measured(form, 0.0, 0.0, (), error=answer["error"])
-    return Measured(form, answer["one_stream"], answer["busy"], tuple(answer["tokens"]))
+    return Measured(
+        form, answer["one_stream"], answer["busy"], tuple(answer["tokens"]), perplexity=answer.get("perplexity")
+    )
 
 
-def _child(graph_path: Path, changes: dict, workload: Workload, answers: multiprocessing.Queue) -> None:
+def _child(
+    graph_path: Path, changes: dict, workload: Workload, weights_dir: Path | None, answers: multiprocessing.Queue
+) -> None:
     try:
-        answers.put(_measure(graph_path, Form(changes), workload))
+        answers.put(_measure(graph_path, Form(changes), workload, weights_dir))
     except Exception as exc:  # reported to the parent, which goes on with the next form
         lines = traceback.format_exception_only(type(exc), exc)
         answers.put({"error": " ".join(" ".join(lines).split())[:300]})
 
 
-def _measure(graph_path: Path, form: Form, workload: Workload) -> dict:
+def _measure(graph_path: Path, form: Form, workload: Workload, weights_dir: Path | None) -> dict:
     import msgspec
     import numpy as np
     import openvino
@@ -76,9 +88,15 @@ def _measure(graph_path: Path, form: Form, workload: Workload) -> dict:
     from appliance.graphfiles import load_graph
     from appliance.tools.bench.raw import RawPipeline, Tokenizer
     from appliance.tools.bench.workload import Prompt
+    from appliance.tools.tune.quality import TEXT, perplexity
+    from appliance.tools.tune.weights import build_weights, candidate_dir, source_ir
 
     graph = load_graph(graph_path)
     graph = msgspec.structs.replace(graph, plugin_config=form.apply(graph.plugin_config))
+    model = graph.model_dir
+    if form.weights is not None:
+        built = build_weights(model, form.weights, candidate_dir(model, form.weights, weights_dir))
+        graph = msgspec.structs.replace(graph, model_path=str(built), gguf_reader=None)
     raw = RawPipeline(graph)
     ids = Tokenizer(graph.model_dir).encode(_TEXT * (1 + workload.prompt_tokens // 20))[: workload.prompt_tokens]
     prompt = Prompt(_TEXT, tuple(ids))
@@ -101,4 +119,8 @@ def _measure(graph_path: Path, form: Form, workload: Workload) -> dict:
             produced += sum(result.output_tokens for result in results)
             spent += wall
         figures[name] = produced / spent
+    if workload.quality and (form.weights is not None or not form.changes):
+        # After the timing: its compiled copy of the model must not share the box with it.
+        ir = graph.model_dir if form.weights is not None else source_ir(model, weights_dir or model.parent)
+        figures["perplexity"] = perplexity(ir, Tokenizer(graph.model_dir).encode(TEXT))
     return {**figures, "tokens": tokens}

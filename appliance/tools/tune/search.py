@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appliance.tools.tune.levers import MAX_LOSS, Form, Lever, Measured, better
+from appliance.tools.tune.levers import MAX_LOSS, Form, Lever, Measured, better, perplexity_loss
 
 __all__ = ["Measure", "Outcome", "search"]
 
@@ -35,8 +35,16 @@ class Outcome:
         return self.best.form != self.reference.form
 
 
-def search(levers: list[Lever], measure: Measure, *, budget: float, log: Callable[[str], None]) -> Outcome:
-    """The best form within `budget` seconds (the confirmation rounds come on top of it)."""
+def search(
+    levers: list[Lever],
+    measure: Measure,
+    *,
+    budget: float,
+    log: Callable[[str], None],
+    max_perplexity_loss: float = 0.0,
+) -> Outcome:
+    """The best form within `budget` seconds (the confirmation rounds come on top of it);
+    `max_perplexity_loss` as `levers.better` takes it."""
     started = time.monotonic()
     total = 1 + sum(len(lever.values) for lever in levers)
     # The first form measured on a box that was idle runs cold (measured on demo-smol, AVX2 EPYC:
@@ -57,7 +65,7 @@ def search(levers: list[Lever], measure: Measure, *, budget: float, log: Callabl
             step += 1
             candidate = measure(outcome.best.form.with_change(lever.key, value))
             outcome.tried.append(candidate)
-            kept = better(candidate, outcome.best, reference)
+            kept = better(candidate, outcome.best, reference, max_perplexity_loss)
             if kept:
                 outcome.best = candidate
             log(_line(step, total, candidate, reference, started, "kept" if kept else ""))
@@ -99,6 +107,9 @@ def _line(step: int, total: int, measured: Measured, reference: Measured, starte
     ratio = measured.one_stream / reference.one_stream if reference.one_stream else 0.0
     busy = measured.busy / reference.busy if reference.busy else 0.0
     same = "same greedy tokens" if measured.tokens == reference.tokens else "DIFFERENT greedy tokens"
+    if measured.perplexity is not None:
+        loss = perplexity_loss(measured, reference)
+        same += f", perplexity {measured.perplexity:.2f}" + (f" ({loss:+.1%})" if measured is not reference else "")
     return (
         head + f"{measured.one_stream:.1f} tok/s one stream ({ratio:.2f}x), {measured.busy:.1f} busy ({busy:.2f}x), "
         f"{same}" + (f"; {note}" if note else "")
