@@ -17,6 +17,7 @@ from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
 from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
 from appliance.cpu_affinity import cpu_list, pin_server
+from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
@@ -26,6 +27,7 @@ from appliance.errors import ConfigError
 from appliance.graphfiles import Graph
 from appliance.graphfiles.checks import prepare_graphs
 from appliance.graphfiles.footprint import over_budget
+from appliance.graphfiles.tuning import tune_hint
 from appliance.media import ImageLoader, build_policy
 from appliance.memory_budget import MemoryBudget, resolve_memory_budget
 from appliance.metrics import Metrics
@@ -64,12 +66,17 @@ def serve(settings: Settings) -> int:
             raise ConfigError("; ".join(too_big))
         return graphs
 
+    cpu_isa = isa()
+
     def announced(graphs: list[Graph]) -> list[Graph]:
         for graph in graphs:  # at start-up and at each reload: what every bound is derived from
             log.info("model %s: %s", graph.name, graph.facts.describe(graph.max_context))
             log.info("model %s: %s", graph.name, graph.footprint.describe())
             if graph.task == "generate":
                 log.info("model %s: tools: %s", graph.name, ToolFormat.of(graph, graph.facts.template))
+            hint = tune_hint(graph, cpu_isa)
+            if hint:
+                log.info("model %s: %s", graph.name, hint)
         return graphs
 
     def prepare(directory: Path) -> list[Graph]:

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 from appliance.cpu_features import ISA_FEATURES, isa, tuned_isa
 from appliance.errors import ConfigError
 from appliance.graphfiles.footprint import over_budget
+from appliance.graphfiles.tuning import tune_hint
 from appliance.memory_budget import resolve_memory_budget
 from appliance.settings import DEFAULT_CONFIG, load_settings
 
 if TYPE_CHECKING:
-    from appliance.graphfiles import Graph
+    from appliance.graphfiles.tuning import tune_hint
+from appliance.graphfiles import Graph
 
 __all__ = ["register", "run"]
 
@@ -73,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         warning = _tuned_elsewhere(graph.source, here)
         if warning:
             print(f"warn   {graph.name}: {warning}", file=sys.stderr)
+        hint = tune_hint(graph, here)
+        if hint:
+            print(f"hint   {graph.name}: {hint}", file=sys.stderr)
     for error in errors:
         print(f"error  {error}", file=sys.stderr)
     if errors:

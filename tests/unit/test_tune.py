@@ -11,6 +11,8 @@ import pytest
 
 from appliance.commands.check import _tuned_elsewhere
 from appliance.cpu_features import isa, tuned_isa
+from appliance.graphfiles import Graph
+from appliance.graphfiles.tuning import tune_hint
 from appliance.tools.tune.graph_text import tuned_text
 from appliance.tools.tune.levers import Form, Measured, better, levers_for, perplexity_loss
 from appliance.tools.tune.search import search
@@ -179,3 +181,15 @@ def test_tune_never_deletes_a_folder_it_did_not_make(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not a folder appliance tune made"):
         build_weights(tmp_path / "model", "int8_sym", theirs)
     assert (theirs / "openvino_model.xml").is_file()
+
+
+def test_a_gguf_never_tuned_on_a_cpu_without_vnni_gets_a_hint(tmp_path: Path) -> None:
+    source = tmp_path / "g.toml"
+    source.write_text(GRAPH)
+    gguf = Graph(name="m", model_path=str(tmp_path / "m.gguf"), pipeline="LM_CB", source=str(source))
+    hint = tune_hint(gguf, AVX2)
+    assert hint is not None and f"`appliance tune {source}`" in hint and "int8 IR" in hint
+    assert tune_hint(gguf, SAPPHIRE) is None  # VNNI: OpenVINO's int8 kernels take the GGUF well
+    assert tune_hint(Graph(name="m", model_path=str(tmp_path), pipeline="LM_CB", source=str(source)), AVX2) is None
+    source.write_text(tuned_text(GRAPH, {}, ["x"], AVX2))  # tuned already: nothing to say
+    assert tune_hint(gguf, AVX2) is None
