@@ -70,6 +70,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "(or the previous response); then 408 and the connection closes",
             "S",
             gt=0,
+            le=86_400,
         ),
     ] = 10.0
     body_timeout: Annotated[
@@ -79,6 +80,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "second per 64 KiB, or the connection closes",
             "S",
             gt=0,
+            le=86_400,
         ),
     ] = 30.0
     write_timeout: Annotated[
@@ -89,6 +91,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "connection is dropped and its generation cancelled",
             "S",
             gt=0,
+            le=86_400,
         ),
     ] = 30.0
     max_connections: Annotated[
@@ -170,6 +173,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "to stop sending; 0: close at once",
             "S",
             ge=0,
+            le=3600,
         ),
     ] = 0.0
     api_key_file: Annotated[
@@ -246,7 +250,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         int, _about("largest encoded image: a download, a file or a data URL's decoded payload", "BYTES", ge=1)
     ] = 20 * 1024 * 1024
     media_fetch_timeout: Annotated[
-        float, _about("seconds one image download may take, DNS to last byte, redirects included", "S", gt=0)
+        float, _about("seconds one image download may take, DNS to last byte, redirects included", "S", gt=0, le=3600)
     ] = 10.0
     invocations_model: Annotated[
         str,

@@ -39,6 +39,8 @@ ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 PluginValue = str | int | float | bool
+_DAY = 86_400
+"""Upper bound of the graph's durations in seconds: TOML can write `inf`, which would disable a timeout."""
 GGUF_SUFFIX = ".gguf"
 # What optimum-intel writes for a vision-language model's image encoder.
 VISION_ENCODER_IR = "openvino_vision_embeddings_model.xml"
@@ -101,14 +103,14 @@ class Limits(_Config):
     file's `<arch>.context_length`, 2048 when it gives none). See `Graph.facts`."""
     max_queued_requests: PositiveInt = 512
     """Requests waiting or running at once; above it requests get 503 with Retry-After."""
-    request_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    request_timeout_seconds: Annotated[float, msgspec.Meta(ge=0, le=_DAY)] = 0
     """Longest a request may run from submission to its last token; then it is stopped (504, or
     an error event in a stream). 0: no limit."""
-    engine_hang_seconds: Annotated[float, msgspec.Meta(ge=1)] = 120
+    engine_hang_seconds: Annotated[float, msgspec.Meta(ge=1, le=_DAY)] = 120
     """An engine that makes no progress for this long (no step finished, no token generated),
     with or without requests in flight, is hung: it is killed and restarted (its requests end with
     an error). From half this time (at least 2 s) `/health` shows it "stalled" and not ready."""
-    engine_degraded_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5
+    engine_degraded_seconds: Annotated[float, msgspec.Meta(ge=0, le=_DAY)] = 5
     """An engine that makes no progress for this long (at least 2 s, at most the "stalled" time)
     shows as "degraded" in `/health` (503, so a balancer sends new requests to other boxes) while
     still admitting requests; it is back to "ready" with its next step. Keep it above the model's
@@ -285,10 +287,10 @@ class Graph(_Config, dict=True):
     """start: the engine loads when the server starts (ready before /health says 200). on_demand:
     on the model's first request, which waits for it (`load_timeout_seconds`); until then the model
     is listed and available, its engine not running."""
-    idle_unload_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    idle_unload_seconds: Annotated[float, msgspec.Meta(ge=0, le=30 * _DAY)] = 0
     """Stop the engine after this long with no request in flight (0: never); the next request
     loads it again, as an on-demand model's first one does."""
-    load_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600
+    load_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=_DAY)] = 600
     """How long a request waits for its model to load on demand before a 503: its turn in the load
     queue under `max_loaded_models` and the load together."""
     source: str = ""

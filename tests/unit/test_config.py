@@ -50,6 +50,10 @@ def test_minimal_graph_gets_defaults(tmp_path: Path) -> None:
         ('name = "m\nmodel_path = "model"\n', "not valid TOML"),
         ('name = "m"\nmodel_path = "model"\nstream_interval_ms = -1\n', "stream_interval_ms"),
         ('name = "m"\nmodel_path = "model"\nstream_interval_ms = 5000\n', "stream_interval_ms"),
+        # TOML writes infinity: a timeout of `inf` would never fire.
+        ('name = "m"\nmodel_path = "model"\nload_timeout_seconds = inf\n', "load_timeout_seconds"),
+        ('name = "m"\nmodel_path = "model"\nidle_unload_seconds = inf\n', "idle_unload_seconds"),
+        ('name = "m"\nmodel_path = "model"\n[limits]\nrequest_timeout_seconds = inf\n', "request_timeout_seconds"),
         (
             'name = "m"\nmodel_path = "model"\n[plugin_config]\nKV_CACHE_PRECISION = "i8"\n',
             "KV_CACHE_PRECISION` is 'i8'",

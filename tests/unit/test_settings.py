@@ -37,6 +37,8 @@ def test_precedence(tmp_path: Path) -> None:
         ("min_resident_seconds = -1\n", "min_resident_seconds"),
         ("min_resident_seconds = inf\n", "min_resident_seconds"),
         ("min_resident_seconds = nan\n", "min_resident_seconds"),
+        ("shutdown_delay_seconds = inf\n", "shutdown_delay_seconds"),
+        ("write_timeout = inf\n", "write_timeout"),
     ],
 )
 def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
