@@ -99,14 +99,18 @@ def _blocks(path: Path, name: str, block_bytes: int) -> np.ndarray:
 
 def test_weights_give_unit_variance_outputs(tiny_file: Path) -> None:
     """Dequantized as ggml does (Q4_0: d * (q - 8), low nibbles first), a projection maps unit-variance
-    inputs to about unit-variance outputs; norms are ones."""
+    inputs to about unit-variance outputs, with no shift common to all of them; norms are ones."""
     blocks = _blocks(tiny_file, "blk.0.ffn_gate.weight", 18)
     d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
     q = np.concatenate([blocks[:, 2:] & 0x0F, blocks[:, 2:] >> 4], axis=1).astype(np.float32) - 8
     weights = (d * q).reshape(128, 64)  # 128 outputs over 64 inputs
-    assert d[0, 0] == np.float16(1 / math.sqrt(21.5 * 64))
+    assert d[0, 0] == np.float16(1 / math.sqrt(56 / 3 * 64))
+    assert q.min() == -7 and q.max() == 7
     outputs = weights @ np.random.default_rng(1).standard_normal((64, 4096))
     assert 0.8 < outputs.std() < 1.2
+    # Centred: a mean weight of -d/2 (nibbles 0..15) made every output share one growing direction.
+    assert abs(weights.mean()) < 0.05 * weights.std()
+    assert abs((weights @ np.ones(64)).mean()) < 0.3  # a constant input: no common shift of the outputs
     embedding = _blocks(tiny_file, "token_embd.weight", 34)
     assert embedding[:, 2:].view(np.int8).min() >= -127
     norm = _blocks(tiny_file, "blk.0.attn_norm.weight", 4).view("<f4")
@@ -223,3 +227,11 @@ def test_openvino_genai_loads_the_tiny_gguf_and_its_ir_alike(
         assert result.texts[0] and math.isfinite(result.scores[0])
         results.append(result.texts[0])
     assert results[0] == results[1]
+
+    lines: list[str] = []
+    build_demo(tmp_path, ["demo-tiny-ir"], log=lines.append)
+    assert lines[1] == f"demo-tiny-ir: up to date ({ir_dir})"
+    build_demo(tmp_path, ["demo-tiny"], force=True, log=lambda line: None)
+    lines.clear()
+    build_demo(tmp_path, ["demo-tiny-ir"], log=lines.append)  # its GGUF is newer: made again
+    assert lines[1] == "demo-tiny-ir: rebuilding (recipe changed or files missing)"

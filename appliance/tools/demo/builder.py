@@ -101,7 +101,26 @@ def _is_current(recipe: DemoRecipe, models_dir: Path) -> bool:
     """Whether `models_dir/<name>` holds a finished build of the recipe (stat calls only)."""
     assert recipe.model is not None
     sizes = {recipe.model.file: recipe.model.size} if isinstance(recipe.model, PackagedGGUFSpec) else None
-    return store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes)
+    if not store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes):
+        return False
+    if isinstance(recipe.model, GGUFToIRSpec):  # a GGUF file rebuilt since (`--force`) makes a new IR
+        return _newer(models_dir / recipe.name / store.STAMP_NAME, _source_gguf(recipe.model, recipe.name, models_dir))
+    return True
+
+
+def _source_gguf(model: GGUFToIRSpec, name: str, models_dir: Path) -> Path:
+    """The GGUF file an IR recipe is made from."""
+    source = get_recipe(model.source)
+    if not isinstance(source.model, RandomGGUFSpec | PackagedGGUFSpec):
+        raise ValueError(f"{name}: {model.source} has no GGUF file to make IR from")
+    return models_dir / source.name / source.model.file
+
+
+def _newer(path: Path, than: Path) -> bool:
+    try:
+        return path.stat().st_mtime_ns >= than.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Callable[[str], None]) -> Path:
@@ -140,9 +159,6 @@ def _build(recipe: DemoRecipe, out: Path, staging: Path, models_dir: Path, log: 
     elif isinstance(model, GGUFToIRSpec):
         from . import gguf_ir
 
-        source = get_recipe(model.source)
-        if not isinstance(source.model, RandomGGUFSpec | PackagedGGUFSpec):
-            raise ValueError(f"{recipe.name}: {model.source} has no GGUF file to make IR from")
-        gguf_ir.build(recipe.name, models_dir / source.name / source.model.file, out, staging, log)
+        gguf_ir.build(recipe.name, _source_gguf(model, recipe.name, models_dir), out, staging, log)
     else:
         build_model(recipe, out, scratch_dir=staging, log=log)

@@ -9,9 +9,13 @@ from `n_in` to `n_out` is `(n_in, n_out)`.
 
 Blocks are written as gguf-py `quants.py` lays them out: Q4_0 is an f16 scale `d` then 16 bytes
 of nibbles (value `d * (q - 8)`; byte j holds weights j and j + 16 of the block), Q8_0 an f16
-scale then 32 int8. The nibbles and int8 are uniform random, the scale fixed per tensor so a
-projection's output has about unit variance for unit-variance inputs (E[(q - 8)^2] = 21.5 for
-uniform nibbles, hence d = 1 / sqrt(21.5 n_in)); the embedding's scale gives unit-variance logits.
+scale then 32 int8. The values are uniform random and centred: nibbles in 1..15 (q - 8 in -7..7)
+and int8 in -127..127. Uniform nibbles in 0..15 would give every weight a mean of -d/2, a rank-one
+part shared by all of a projection's outputs that grows about fivefold per projection at width
+2048: after a few layers it was the whole residual stream, and the model wrote one token over and
+over whatever the prompt. The scale is fixed per tensor so a projection's output has about unit
+variance for unit-variance inputs (E[(q - 8)^2] = 56/3, hence d = 1 / sqrt(56/3 n_in)); the
+embedding's scale gives unit-variance logits.
 Norm weights are f32 ones. One numpy Generator seeded from the spec draws everything in file
 order, so a build is reproducible byte for byte.
 """
@@ -33,8 +37,8 @@ from .recipes import RandomGGUFSpec
 __all__ = ["build", "llama_metadata", "llama_tensors", "write_random_llama"]
 
 _BLOCK = 32
-_Q4_0_SECOND_MOMENT = 21.5
-"""E[(q - 8)^2] for a uniform nibble q in 0..15: variance 21.25 plus the squared mean offset 0.25."""
+_Q4_0_SECOND_MOMENT = 56 / 3
+"""E[(q - 8)^2] for a uniform nibble q in 1..15: 2 (1 + 4 + ... + 49) / 15."""
 _Q8_0_SECOND_MOMENT = 127 * 128 / 3
 """E[q^2] for a uniform int8 q in -127..127: (127 * 128 * 255 / 3) / 255."""
 _BLOCKS_PER_CHUNK = 1 << 18
@@ -139,7 +143,7 @@ def _blocks(
 ) -> Iterator[bytes]:
     """The tensor's blocks: each the f16 `scale`, then `values(rng, count)` (count blocks' payloads)."""
     remaining = math.prod(tensor.shape) // _BLOCK
-    scale_bytes = np.float16(scale).astype("<f2").view(np.uint8)
+    scale_bytes = np.array([scale], dtype="<f2").view(np.uint8)
     while remaining:
         count = min(remaining, _BLOCKS_PER_CHUNK)
         payload = values(rng, count)
@@ -151,8 +155,9 @@ def _blocks(
 
 
 def _random_nibbles(rng: np.random.Generator, count: int) -> np.ndarray:
-    """`count` Q4_0 payloads: 16 bytes, two uniform nibbles each."""
-    return rng.integers(0, 256, size=(count, _BLOCK // 2), dtype=np.uint8)
+    """`count` Q4_0 payloads: 16 bytes, each two uniform nibbles in 1..15 (weight j low, j + 16 high)."""
+    q = rng.integers(1, 16, size=(count, _BLOCK), dtype=np.uint8)
+    return q[:, : _BLOCK // 2] | (q[:, _BLOCK // 2 :] << 4)
 
 
 def _random_int8(rng: np.random.Generator, count: int) -> np.ndarray:
