@@ -1,8 +1,10 @@
 """The GGUF writer and the random Llama-shaped GGUF bench model (demo-1b) with its IR (demo-1b-ir).
 
 A tiny model of the same kind (hidden 64, 2 layers) on SmolLM2's real tokenizer metadata is written
-and read back with `appliance.graphfiles.gguf`; the 1B build itself is never run here. One test,
-marked e2e, loads the tiny file with OpenVINO GenAI, makes its IR and generates on both.
+and read back with `appliance.graphfiles.gguf`; the 1B build itself is never run here. Two tests,
+marked e2e, load the tiny file with OpenVINO GenAI: it makes the IR and generates the same on both,
+and it generates what a Llama written here in numpy computes from the file's bytes (so the tensors
+mean to OpenVINO what they mean to ggml; llama.cpp's server agreed too, up to near-tied logits).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from appliance.tools.demo.recipes import (
     DemoRecipe,
     GGUFToIRSpec,
     GraphSpec,
+    RandomGGUFSpec,
 )
 
 TINY = replace(
@@ -235,3 +238,73 @@ def test_openvino_genai_loads_the_tiny_gguf_and_its_ir_alike(
     lines.clear()
     build_demo(tmp_path, ["demo-tiny-ir"], log=lines.append)  # its GGUF is newer: made again
     assert lines[1] == "demo-tiny-ir: rebuilding (recipe changed or files missing)"
+
+
+def _dequantized(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the tiny file as float64, a matrix as (outputs, inputs), dequantized as ggml does."""
+    header = read_header(path)
+    weights = {}
+    for tensor in header.tensors:
+        size = tensor_byte_size(tensor.ggml_type, tensor.shape)
+        data = np.fromfile(path, dtype=np.uint8, count=size, offset=header.data_offset + tensor.offset)
+        if tensor.ggml_type == F32:
+            weights[tensor.name] = data.view("<f4").astype(np.float64)
+            continue
+        blocks = data.reshape(-1, 18 if tensor.ggml_type == Q4_0 else 34)
+        d = blocks[:, :2].copy().view("<f2").astype(np.float64)
+        if tensor.ggml_type == Q4_0:
+            q = np.concatenate([blocks[:, 2:] & 0x0F, blocks[:, 2:] >> 4], axis=1).astype(np.float64) - 8
+        else:
+            q = blocks[:, 2:].view(np.int8).astype(np.float64)
+        weights[tensor.name] = (d * q).reshape(tensor.shape[1], tensor.shape[0])
+    return weights
+
+
+def _llama_logits(weights: dict[str, np.ndarray], ids: list[int], spec: RandomGGUFSpec) -> np.ndarray:
+    """The last position's logits of a Llama over `ids` (RoPE on adjacent pairs, llama.cpp's for a
+    llama GGUF; grouped-query attention; SwiGLU; tied output)."""
+    heads, kv_heads, dim = spec.num_attention_heads, spec.num_key_value_heads, spec.head_dim
+
+    def norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + spec.rms_norm_eps) * weight
+
+    def rope(x: np.ndarray) -> np.ndarray:
+        angles = np.arange(len(x))[:, None, None] * spec.rope_theta ** (-np.arange(0, dim, 2) / dim)
+        even, odd, out = x[..., 0::2], x[..., 1::2], np.empty_like(x)
+        out[..., 0::2] = even * np.cos(angles) - odd * np.sin(angles)
+        out[..., 1::2] = even * np.sin(angles) + odd * np.cos(angles)
+        return out
+
+    x, count = weights["token_embd.weight"][ids], len(ids)
+    for layer in range(spec.num_hidden_layers):
+        w = {name.split(".", 2)[2]: value for name, value in weights.items() if name.startswith(f"blk.{layer}.")}
+        a = norm(x, w["attn_norm.weight"])
+        q = rope((a @ w["attn_q.weight"].T).reshape(count, heads, dim))
+        k = np.repeat(rope((a @ w["attn_k.weight"].T).reshape(count, kv_heads, dim)), heads // kv_heads, axis=1)
+        v = np.repeat((a @ w["attn_v.weight"].T).reshape(count, kv_heads, dim), heads // kv_heads, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(dim) + np.triu(np.full((count, count), -np.inf), 1)
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        x = x + np.einsum("hts,shd->thd", probs, v).reshape(count, -1) @ w["attn_output.weight"].T
+        m = norm(x, w["ffn_norm.weight"])
+        gate, up = m @ w["ffn_gate.weight"].T, m @ w["ffn_up.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ w["ffn_down.weight"].T
+    return norm(x, weights["output_norm.weight"])[-1] @ weights["token_embd.weight"].T
+
+
+@pytest.mark.e2e
+def test_openvino_genai_computes_what_the_file_says(tiny_file: Path) -> None:
+    import openvino_genai
+
+    pipeline = openvino_genai.LLMPipeline(str(tiny_file), "CPU", INFERENCE_PRECISION_HINT="f32")
+    tokenizer = pipeline.get_tokenizer()
+    prompt = "Once upon a time"
+    ids = [int(i) for i in tokenizer.encode(prompt).input_ids.data[0]]
+    weights, expected = _dequantized(tiny_file), []
+    for _ in range(8):
+        logits = _llama_logits(weights, ids + expected, TINY)
+        top = np.sort(logits)[-2:]
+        assert top[1] - top[0] > 1e-3, "a near tie: the comparison would test rounding, pick another prompt"
+        expected.append(int(logits.argmax()))
+    generated = pipeline.generate(prompt, max_new_tokens=8, ignore_eos=True, do_sample=False, apply_chat_template=False)
+    assert generated == tokenizer.decode(expected)
