@@ -12,8 +12,8 @@ of nibbles (value `d * (q - 8)`; byte j holds weights j and j + 16 of the block)
 scale then 32 int8. The values are uniform random and centred: nibbles in 1..15 (q - 8 in -7..7)
 and int8 in -127..127. Uniform nibbles in 0..15 would give every weight a mean of -d/2, a rank-one
 part shared by all of a projection's outputs that grows about fivefold per projection at width
-2048: after a few layers it was the whole residual stream, and the model wrote one token over and
-over whatever the prompt. The scale is fixed per tensor so a projection's output has about unit
+2048: it took over the residual stream, and the 1B model wrote one token over and over, the one
+whose embedding row sums lowest. The scale is fixed per tensor so a projection's output has about unit
 variance for unit-variance inputs (E[(q - 8)^2] = 56/3, hence d = 1 / sqrt(56/3 n_in)); the
 embedding's scale gives unit-variance logits.
 Norm weights are f32 ones. One numpy Generator seeded from the spec draws everything in file
