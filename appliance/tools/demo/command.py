@@ -26,7 +26,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--models",
         default=",".join(DEFAULT_DEMOS),
         help=f"comma-separated demo models to build (default {','.join(DEFAULT_DEMOS)}; also: demo-bench, demo-spec, demo-lookup, "
-        "demo-whisper, demo-whisper-multi, demo-tts)",
+        "demo-whisper-multi, demo-tts, and demo-1b (a random 1B Llama-shaped GGUF for benchmarks, 0.66 GB) "
+        "with demo-1b-ir (its OpenVINO IR))",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when the output is current")
     return parser

@@ -23,11 +23,13 @@ from . import packaged
 from .recipes import (
     CausalLMSpec,
     DemoRecipe,
+    GGUFToIRSpec,
     ModelSpec,
     PackagedEncoderSpec,
     PackagedGGUFSpec,
     PackagedWhisperSpec,
     QwenVLSpec,
+    RandomGGUFSpec,
     SpeechT5Spec,
     TokenizerSpec,
 )
@@ -111,6 +113,12 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
         from .tts import TTS_FILES
 
         return TTS_FILES
+    if isinstance(model, RandomGGUFSpec):
+        return (model.file,)
+    if isinstance(model, GGUFToIRSpec):
+        from .gguf_ir import IR_FILES
+
+        return IR_FILES
     raise TypeError(f"no builder for {type(model).__name__}")
 
 

@@ -4,11 +4,13 @@ Two kinds of model: random-weight networks built and exported here (`CausalLMSpe
 and trained models shipped in Python packages on the package registry: a GGUF file linked into
 place (`PackagedGGUFSpec`), a sentence-transformers folder (`PackagedEncoderSpec`) and a
 CTranslate2 Whisper (`PackagedWhisperSpec`) exported to OpenVINO IR, or random weights on their
-tokenizers.
+tokenizers. A random-weight GGUF file is written directly (`RandomGGUFSpec`) and turned into IR by
+OpenVINO GenAI (`GGUFToIRSpec`).
 
 This module only describes models; building them lives in `export` (heavy imports), `whisper`
 (the speech models, with `ct2` reading CTranslate2 files), `packaged` (files from installed
-packages) and `builder` (caching and file layout) beside it. Adding a demo model means adding one
+packages), `random_gguf` with `gguf_writer` and `gguf_ir` (the GGUF bench model and its IR) and
+`builder` (caching and file layout) beside it. Adding a demo model means adding one
 `DemoRecipe` to `RECIPES`; a recipe's parameters form its fingerprint, so changing any of them
 makes the next `build_demo` rebuild that model.
 """
@@ -248,8 +250,56 @@ class SpeechT5Spec:
     seed: int = 0
 
 
-# IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s.
-ModelSpec = CausalLMSpec | QwenVLSpec | PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | SpeechT5Spec
+@dataclass(frozen=True)
+class RandomGGUFSpec:
+    """A Llama-shaped model with random (seeded) weights written straight to a GGUF file here
+    (`random_gguf`, with the `gguf_writer`): projections Q4_0, the token embedding Q8_0 and tied
+    to the output, norms f32 ones; the tokenizer and chat template are `tokenizer_from`'s metadata,
+    copied verbatim. A network of an edge box's real size in seconds, for benchmarks: the same file
+    is served by the appliance and by llama.cpp's server."""
+
+    file: str
+    """The file's name in the model directory, e.g. "demo-1b.Q4_0.gguf"."""
+    tokenizer_from: PackagedGGUFSpec
+    """The packaged GGUF file whose `tokenizer.*` metadata (vocabulary, merges, special tokens,
+    chat template) the file copies."""
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    context_length: int
+    rope_theta: float = 500_000.0
+    rms_norm_eps: float = 1e-5
+    seed: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass(frozen=True)
+class GGUFToIRSpec:
+    """OpenVINO IR made from another demo's GGUF file by OpenVINO GenAI itself (`gguf_ir`): its
+    GGUF reader builds the model, `enable_save_ov_model` saves it with the tokenizer IRs, so the IR
+    holds the GGUF's own weights (Q4_0 stays int4 with a scale per group of 32)."""
+
+    source: str
+    """The demo whose model directory holds the GGUF file (a `RandomGGUFSpec` recipe)."""
+
+
+# IR kinds have a matching branch in `export.build_model`; PackagedGGUFSpec is `packaged.install`'s,
+# RandomGGUFSpec `random_gguf.build`'s and GGUFToIRSpec `gguf_ir.build`'s (called by `builder`).
+ModelSpec = (
+    CausalLMSpec
+    | QwenVLSpec
+    | PackagedGGUFSpec
+    | PackagedEncoderSpec
+    | PackagedWhisperSpec
+    | SpeechT5Spec
+    | RandomGGUFSpec
+    | GGUFToIRSpec
+)
 
 
 @dataclass(frozen=True)
@@ -308,24 +358,26 @@ class DemoRecipe:
         """What the graph's `model_path` points at: the served model directory, or the recipe's own
         GGUF file."""
         serves = self.graph.serves if self.graph else None
-        if serves is None and isinstance(self.model, PackagedGGUFSpec):
+        if serves is None and isinstance(self.model, PackagedGGUFSpec | RandomGGUFSpec):
             return ModelRef(self.name, self.model.file)
         return ModelRef(serves or self.name)
 
     def requires(self) -> tuple[str, ...]:
-        """Other demos whose model directories this demo's graph points at."""
-        if self.graph is None:
-            return ()
-        refs = [self.graph.serves] + [v.name for v in self.graph.extra.values() if isinstance(v, ModelRef)]
+        """Other demos whose model directories this demo's model is built from or its graph points at."""
+        refs = [self.model.source] if isinstance(self.model, GGUFToIRSpec) else []
+        if self.graph is not None:
+            refs += [self.graph.serves] + [v.name for v in self.graph.extra.values() if isinstance(v, ModelRef)]
         return tuple(dict.fromkeys(r for r in refs if r is not None and r != self.name))
 
     def fingerprint(self) -> dict[str, Any]:
-        """Everything that determines the built model files (not the graph, which is cheap to rewrite)."""
+        """Everything that determines the built model files (not the graph, which is cheap to rewrite);
+        a model made from another demo's includes that demo's fingerprint."""
         return {
             "builder": BUILDER_VERSION,
             "name": self.name,
             "tokenizer": asdict(self.tokenizer) if self.tokenizer else None,
             "model": {"kind": type(self.model).__name__, **asdict(self.model)} if self.model else None,
+            **({"source": get_recipe(self.model.source).fingerprint()} if isinstance(self.model, GGUFToIRSpec) else {}),
         }
 
 
@@ -369,6 +421,27 @@ TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_l
 # Graphs with no continuous-batching pipeline: the scheduler's values are unused.
 # No packaged SpeechT5 was found on the package registry: the text-to-speech demo is random.
 TINY_SPEECHT5 = SpeechT5Spec()
+
+# Llama-3.2-1B's shape (hidden 2048, 16 layers, 32 heads over 8 KV heads, MLP 8192, tied
+# embeddings) on SmolLM2's 49,152-token vocabulary: 1.07 B parameters, a 0.66 GB file. Random Q4_0
+# weights scaled so every projection's output has about unit variance: activations stay finite.
+BENCH_1B = RandomGGUFSpec(
+    file="demo-1b.Q4_0.gguf",
+    tokenizer_from=SMOLLM2,
+    hidden_size=2048,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    intermediate_size=8192,
+    context_length=4096,
+    rope_theta=500_000.0,
+    rms_norm_eps=1e-5,
+)
+# demo-smol's serving settings (prefix caching too, so the two compare), with 2 GB of KV cache: a
+# token takes 64 KiB in f32 here (16 layers x 8 KV heads x 64 x keys and values), 45 KiB in demo-smol.
+_BENCH_1B_SCHEDULER = dict(
+    cache_size=2, max_num_seqs=16, max_num_batched_tokens=512, max_tokens_limit=1024, enable_prefix_caching=True
+)
 
 _UNSCHEDULED = dict(cache_size=0, max_num_seqs=1, max_num_batched_tokens=1, max_tokens_limit=1, scheduled=False)
 
@@ -586,6 +659,28 @@ RECIPES: dict[str, DemoRecipe] = {
                 max_num_seqs=64,
                 max_num_batched_tokens=256,
                 max_tokens_limit=2048,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-1b",
+            model=BENCH_1B,
+            graph=GraphSpec(
+                description=(
+                    "a random-weight model shaped like Llama-3.2-1B (GGUF Q4_0, SmolLM2's tokenizer), for "
+                    "benchmarks against llama.cpp on the same file; " + _LOCAL_NOTE
+                ),
+                **_BENCH_1B_SCHEDULER,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-1b-ir",
+            model=GGUFToIRSpec(source="demo-1b"),
+            graph=GraphSpec(
+                description=(
+                    "demo-1b's GGUF as OpenVINO IR, written by OpenVINO GenAI's own GGUF reader (the same "
+                    "int4 weights), for benchmarks; " + _LOCAL_NOTE
+                ),
+                **_BENCH_1B_SCHEDULER,
             ),
         ),
     )
