@@ -57,7 +57,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def _package_of(module: str) -> str:
-    """`appliance.engine.client` -> `engine`; `appliance` -> ``."""
+    """`appliance.engine.host.client` -> `engine`; `appliance` -> ``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-import appliance.engine.client as client_module
+import appliance.engine.host.client as client_module
 from appliance.engine import EngineClient
-from appliance.engine.client import Reservation
+from appliance.engine.host.client import Reservation
 from appliance.engine.messages import Ready
 from appliance.errors import ModelNotReady, Overloaded
 from appliance.graphfiles import Graph, Limits

@@ -24,8 +24,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from appliance.engine.client_metrics import ClientMetrics
-from appliance.engine.engine_process import EngineProcess
+from appliance.engine.host.client_metrics import ClientMetrics
+from appliance.engine.host.engine_process import EngineProcess
+from appliance.engine.host.streams import RequestStream, timed_out
+from appliance.engine.host.templates import ToolFormat
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -56,8 +58,6 @@ from appliance.engine.messages import (
     encode_to_engine,
     encoder,
 )
-from appliance.engine.streams import RequestStream, timed_out
-from appliance.engine.templates import ToolFormat
 from appliance.errors import (
     ContextLengthExceeded,
     EngineFailure,
