@@ -21,8 +21,8 @@ from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
-from appliance.engine.devices import available_devices
-from appliance.engine.templates import ToolFormat
+from appliance.engine.host.devices import available_devices
+from appliance.engine.host.templates import ToolFormat
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph
 from appliance.graphfiles.checks import prepare_graphs

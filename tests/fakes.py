@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from appliance.engine.client import EngineClient
+from appliance.engine.host.client import EngineClient
+from appliance.engine.host.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.engine.messages import (
     Accepted,
     Batch,
@@ -26,7 +27,6 @@ from appliance.engine.messages import (
     Tokenized,
     TokenPrompt,
 )
-from appliance.engine.templates import GENERIC_TOOL_PARSER, ToolFormat
 from appliance.graphfiles import Graph, Limits
 
 

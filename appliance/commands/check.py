@@ -50,8 +50,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def run(args: argparse.Namespace) -> int:
     """Print an `ok` line per good graph (then its model's facts, read from its files, as `serve`
     bounds requests with them) and an `error` line per mistake; exit 2 on any mistake."""
-    from appliance.engine.devices import available_devices
-    from appliance.engine.templates import ToolFormat
+    from appliance.engine.host.devices import available_devices
+    from appliance.engine.host.templates import ToolFormat
     from appliance.graphfiles.checks import review_graphs
 
     target = graphs_target(args.target, args.graphs, args.config)

@@ -22,7 +22,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 def run(args: argparse.Namespace) -> int:
     """Print each device and its properties (or all of it as JSON)."""
-    from appliance.engine.devices import describe_devices
+    from appliance.engine.host.devices import describe_devices
 
     described = describe_devices()
     if args.json:

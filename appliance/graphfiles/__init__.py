@@ -24,7 +24,7 @@
 Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
 (the top-level directory of model folders). Depends only on `appliance.errors` (and
 `appliance.memory_budget` for how sizes are written): the device list it
-checks against comes from the caller (`appliance.engine.devices.available_devices`).
+checks against comes from the caller (`appliance.engine.host.devices.available_devices`).
 """
 
 from appliance.graphfiles.load import load_graph, load_graphs

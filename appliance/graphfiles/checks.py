@@ -28,7 +28,7 @@ REQUIRED_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 def prepare_graphs(target: Path, devices: list[str], *, allow_empty: bool = False) -> list[Graph]:
     """Load and validate every graph file of `target` (a graphs directory, or one graph file), its
     model (folder or GGUF file) and its device (one of `devices`, the names OpenVINO sees:
-    `appliance.engine.devices.available_devices()`); raises the first ConfigError. A directory
+    `appliance.engine.host.devices.available_devices()`); raises the first ConfigError. A directory
     without graph files is an error unless `allow_empty`."""
     graphs, errors = review_graphs(target, devices)
     if errors:

@@ -14,6 +14,7 @@
 - `backoff.py`: how soon a dead engine process is started again.
 
 An engine process that dies (crashed, or killed by the watchdog) is restarted by its
-`EngineClient` (`appliance.engine.client`) after the delay `backoff.restart_delay` gives it. Dependencies point down: this package uses the
-engine and the graph files, never the service or api layers.
+`EngineClient` (`appliance.engine.host.process_lifecycle`) after the delay `backoff.restart_delay`
+gives it. Dependencies point down: this package uses the engine and the graph files, never the
+service or api layers.
 """

@@ -5,7 +5,7 @@ Bounds checked here, in the server, before anything is sent: the number of texts
 (`limits.max_inputs_per_request`), the characters of each (`limits.max_prompt_chars`, by default
 32 per token the model reads) and of all together (`CHARS_PER_REQUEST_TOKEN` per token of
 `limits.max_request_tokens`): the engine tokenizes every text before it embeds any, on the thread
-that embeds. Token counts are checked by the engine (`engine/retrieval.py`), whose errors name a
+that embeds. Token counts are checked by the engine (`engine/worker/retrieval.py`), whose errors name a
 text by its place in the engine's command (`input[2]`); `renamed` puts the request's own name back.
 
 An empty string is a text like any other: the model reads its special tokens only (all-MiniLM-L6-v2

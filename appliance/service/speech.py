@@ -5,7 +5,7 @@ reaches the engine: the model serves speech (a chat model named is a 400 at once
 fit the model (a language it knows, translation on a multilingual model, word times where the
 graph enables them), the file's bytes (`speech.max_upload_bytes`), then its decoded duration,
 channels and sample rate (`speech.max_audio_seconds`, `media.audio`), decoded off the event loop.
-The engine then transcribes one request at a time (`engine/speech.py`).
+The engine then transcribes one request at a time (`engine/worker/speech.py`).
 """
 
 from __future__ import annotations

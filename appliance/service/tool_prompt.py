@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from appliance.engine.templates import ToolFormat
+from appliance.engine.host.templates import ToolFormat
 from appliance.service.tool_parsers import tool_parser
 
 __all__ = ["TOOLS_INTRO", "shown_tools"]

@@ -6,7 +6,7 @@ lists them), the input is not empty and within `tts.max_input_chars`, and what S
 is refused rather than ignored: `instructions` (it takes no voice direction), `speed` other than
 1.0 (the pipeline's `speed` is not read for SpeechT5, and stretching the waveform afterwards would
 shift its pitch), `stream_format: "sse"` (the pipeline returns the whole waveform at once). The
-engine speaks one text at a time (`engine/tts.py`); the waveform is then encoded off the event
+engine speaks one text at a time (`engine/worker/tts.py`); the waveform is then encoded off the event
 loop (`media.audio_encode`).
 """
 

@@ -75,7 +75,7 @@ import multiprocessing, os
 
 
 def engine(cpus):
-    from appliance.engine.process import restore_engine_cpus  # what the engine's main() calls first
+    from appliance.engine.worker.process import restore_engine_cpus  # what the engine's main() calls first
 
     restore_engine_cpus(cpus)
     import numpy as np

@@ -1,5 +1,5 @@
 """Issue 43 on the real server: three on-demand copies of demo-chat under a `memory_budget` with
-room for two of their estimates serve a mixed closed-loop load from 3 clients with no 503 and
+room for two of their estimates serve a mixed closed-loop load from 3 clients for 60 s with no 503 and
 nothing lost, the measured RSS of the engines (sampled) stays under the budget, evictions and waits
 show in /metrics; a graph too big for the budget is refused at start-up naming the sizes."""
 
@@ -20,7 +20,7 @@ from tests.conftest import RunningServer, on_demand_chats, running_server
 from tests.e2e.test_load_queue import _engine_processes, _metric
 
 NAMES = ["mb-a", "mb-b", "mb-c"]
-LOAD_SECONDS = 20
+LOAD_SECONDS = 60  # issue 43's "Must show": 3 clients for 60 s
 MAX_TOKENS = 16
 
 

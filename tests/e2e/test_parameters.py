@@ -261,7 +261,7 @@ def test_tokenize_counts_what_chat_completion_counts(server, openai_client: open
 def test_chat_template_options(server, openai_client: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Once upon"}]
 
-    from appliance.engine.outputs import _BYTE_ALPHABET
+    from appliance.engine.worker.outputs import _BYTE_ALPHABET
 
     byte_of = {piece: byte for byte, piece in _BYTE_ALPHABET.items()}
 

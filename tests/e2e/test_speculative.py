@@ -155,8 +155,8 @@ def test_engine_survives_a_failing_step(demo_root: Path) -> None:
     """A request the engine fails inside step() (assisted generation with neither
     num_assistant_tokens nor the threshold: the service never sends one) ends with an error, and
     the engine serves the next request on a fresh pipeline."""
-    from appliance.engine.batching import BatchingEngine
     from appliance.engine.messages import Finished, SamplingParams, Submit, TextPrompt
+    from appliance.engine.worker.batching import BatchingEngine
     from appliance.graphfiles import load_graph
 
     engine = BatchingEngine(load_graph(demo_root / "graphs" / "demo-spec.toml"))

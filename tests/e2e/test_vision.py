@@ -322,7 +322,7 @@ def test_engine_checks_the_rendered_prompt(demo_root: Path) -> None:
     import openvino_genai
 
     from appliance.engine.messages import ImageData
-    from appliance.engine.vlm import VisionInputError, VisionRequests
+    from appliance.engine.worker.vlm import VisionInputError, VisionRequests
     from appliance.graphfiles import load_graph
 
     graph = load_graph(demo_root / "graphs" / f"{MODEL}.toml")

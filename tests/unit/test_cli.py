@@ -162,7 +162,7 @@ def test_check_reports_every_mistake_and_defaults_like_serve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = _clean_environment(monkeypatch, tmp_path)
-    monkeypatch.setattr("appliance.engine.devices.available_devices", lambda: ["CPU"])
+    monkeypatch.setattr("appliance.engine.host.devices.available_devices", lambda: ["CPU"])
     _bad_graphs(tmp_path)
     for argv in ([], ["graphs"], ["--graphs", "graphs"]):
         assert main(["check", "--config", str(config), *argv]) == 2

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import openvino_genai
 
-from appliance.engine.preparer import reason
+from appliance.engine.worker.preparer import reason
 from appliance.errors import client_text
 
 PACKAGE = Path(__file__).resolve().parents[2] / "appliance"

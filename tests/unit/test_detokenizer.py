@@ -6,8 +6,8 @@ from __future__ import annotations
 import openvino_genai
 
 from appliance.engine.messages import SamplingParams
-from appliance.engine.outputs import Detokenizer, RequestOutputs, TokenTexts
-from appliance.engine.vocab_decoder import VocabDecoder
+from appliance.engine.worker.outputs import Detokenizer, RequestOutputs, TokenTexts
+from appliance.engine.worker.vocab_decoder import VocabDecoder
 
 TEXT = "naïve café — 東京タワー 😀 emoji\nsecond line: ünïcödé ✓\n\nthird 🚀 line"
 

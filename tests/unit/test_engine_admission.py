@@ -9,7 +9,6 @@ import queue
 
 import pytest
 
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Cancel,
     ChatPrompt,
@@ -20,6 +19,7 @@ from appliance.engine.messages import (
     TextPrompt,
     Tokenize,
 )
+from appliance.engine.worker.inbox import Inbox
 from appliance.errors import InvalidRequest, Overloaded, RequestTimedOut
 from appliance.graphfiles import Graph, Limits
 from tests.fakes import FakeEngineClient, fake_graph

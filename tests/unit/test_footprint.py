@@ -106,7 +106,7 @@ def test_over_budget_names_the_graph_its_estimate_and_the_budget(tmp_path: Path)
 def test_check_prints_json_and_refuses_a_graph_over_the_budget(
     demo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("appliance.engine.devices.available_devices", lambda: ["CPU"])
+    monkeypatch.setattr("appliance.engine.host.devices.available_devices", lambda: ["CPU"])
     graphs = on_demand_chats(demo_root, tmp_path / "graphs", ["g"])
     weights = sum(path.stat().st_size for path in (demo_root / "models" / "demo-chat").glob("*.bin"))
     settings = tmp_path / "appliance.toml"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from appliance.engine.frames import FrameReader
+from appliance.engine.host.frames import FrameReader
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@
                                                     \\-> protocol, media, grammar (beside service)
 
 No module imports a package to its left. Modules in the same place may import each other, except
-that the core never imports the tools.
+that the core never imports the tools, and that inside `engine` the server process's side
+(`engine/host/`) and the engine process's (`engine/worker/`) import only themselves and the wire
+between them (`engine/messages.py`, `engine/vision.py`), the spawn target aside.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def _package_of(module: str) -> str:
-    """`appliance.engine.client` -> `engine`; `appliance` -> ``."""
+    """`appliance.engine.host.client` -> `engine`; `appliance` -> ``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -181,3 +183,62 @@ def test_the_edge_names_no_dialect() -> None:
         if name.startswith(("appliance.dialects", "appliance.protocol")) or name.endswith("_routes")
     ]
     assert not offenders, "a dialect declares itself in its profile (api/profiles.py), read by the edge"
+
+
+ENGINE_WIRE = ("appliance.engine.messages", "appliance.engine.vision")
+"""What both engine sides share: the frames on the pipe, the image tags both write and check."""
+SPAWN_TARGET = ("engine/host/engine_process.py", "appliance.engine.worker.process")
+"""The one crossing: the server names the engine process's entry point (`main`) to spawn it."""
+
+
+def _engine_side(module: str) -> str | None:
+    """`appliance.engine.host.client` -> "host"; `...worker.batching` -> "worker"; the wire ->
+    "wire"; `appliance.engine` (the package's face, which exports the server side) -> "face"."""
+    if module in ENGINE_WIRE:
+        return "wire"
+    for side in ("host", "worker"):
+        if module == f"appliance.engine.{side}" or module.startswith(f"appliance.engine.{side}."):
+            return side
+    return "face" if module == "appliance.engine" else None
+
+
+def _engine_crossings(modules: dict[str, list[str]]) -> set[tuple[str, str]]:
+    """Imports from one engine side into the other (or from the wire into either): the server
+    side (`engine/host/`) and the engine process's (`engine/worker/`) may import only themselves
+    and the wire."""
+    allowed = {"host": {"host", "wire"}, "worker": {"worker", "wire"}, "wire": {"wire"}}
+    crossings = set()
+    for relative, imported in modules.items():
+        side = _engine_side("appliance." + relative.removesuffix(".py").removesuffix("/__init__").replace("/", "."))
+        if side not in allowed:
+            continue
+        for name in imported:
+            found = _engine_side(name)
+            if found is not None and found not in allowed[side]:
+                crossings.add((relative, name))
+    return crossings
+
+
+def test_the_engine_sides_never_import_each_other() -> None:
+    """The server process's side of the engine and the engine process's side share only the wire,
+    so the split (issue 43) stays: nothing of one side loads in the other's process by accident."""
+    modules = _imports_by_module()
+    assert any(relative.startswith("engine/host/") for relative in modules)
+    assert any(relative.startswith("engine/worker/") for relative in modules)
+    assert _engine_crossings(modules) == {SPAWN_TARGET}
+
+
+def test_the_engine_check_sees_a_crossing() -> None:
+    modules = {
+        "engine/worker/batching.py": ["appliance.engine.messages", "appliance.engine.host.streams"],
+        "engine/worker/preparer.py": ["appliance.engine", "appliance.engine.worker.prompts"],
+        "engine/host/client.py": ["appliance.engine.vision", "appliance.engine.worker.outputs", "appliance.errors"],
+        "engine/messages.py": ["appliance.engine.host.streams"],
+        "engine/__init__.py": ["appliance.engine.host.client"],
+    }
+    assert _engine_crossings(modules) == {
+        ("engine/worker/batching.py", "appliance.engine.host.streams"),
+        ("engine/worker/preparer.py", "appliance.engine"),
+        ("engine/host/client.py", "appliance.engine.worker.outputs"),
+        ("engine/messages.py", "appliance.engine.host.streams"),
+    }

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-import appliance.engine.client as client_module
+import appliance.engine.host.process_lifecycle as lifecycle_module
 from appliance.engine import EngineClient
-from appliance.engine.client import Reservation
+from appliance.engine.host.calls import Reservation
 from appliance.engine.messages import Ready
 from appliance.errors import ModelNotReady, Overloaded
 from appliance.graphfiles import Graph, Limits
@@ -67,7 +67,7 @@ class _Process:
 @pytest.fixture(autouse=True)
 def fake_processes(monkeypatch: pytest.MonkeyPatch) -> list[_Process]:
     _Process.log = []
-    monkeypatch.setattr(client_module, "EngineProcess", _Process)
+    monkeypatch.setattr(lifecycle_module, "EngineProcess", _Process)
     return _Process.log
 
 

@@ -122,7 +122,7 @@ def test_what_a_template_does_with_tools_is_read_from_its_code_not_its_text() ->
 
 
 def test_tools_are_planned_from_the_files_before_any_engine(tmp_path: Path) -> None:
-    from appliance.engine.client import EngineClient
+    from appliance.engine.host.client import EngineClient
 
     ignores = EngineClient(graph(folder(tmp_path, {"chat_template.jinja": PLAIN_TEMPLATE})), restart_delay=lambda _: 0)
     assert ignores.state == "stopped" and ignores.pid is None
@@ -245,7 +245,7 @@ def test_the_demo_models_facts_are_what_the_engines_tokenizer_loads(demo_root, s
 def test_the_engine_confirms_the_facts_and_a_difference_is_logged(tmp_path: Path, caplog) -> None:
     """What the loaded engine reports (`Ready`) is compared with the files' facts: the same facts
     change nothing; a template the tokenizer swapped is logged and the engine's reading is kept."""
-    from appliance.engine.client import EngineClient
+    from appliance.engine.host.client import EngineClient
     from appliance.engine.messages import Ready
 
     model = folder(tmp_path, {"config.json": {"max_position_embeddings": 2048}, "chat_template.jinja": TOOLS_TEMPLATE})
@@ -263,7 +263,7 @@ def test_the_engine_confirms_the_facts_and_a_difference_is_logged(tmp_path: Path
 
 
 def test_an_embedding_size_the_files_do_not_give_is_taken_from_the_engine_silently(tmp_path: Path, caplog) -> None:
-    from appliance.engine.client import EngineClient
+    from appliance.engine.host.client import EngineClient
     from appliance.engine.messages import Ready
 
     engine = EngineClient(

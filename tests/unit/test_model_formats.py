@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from appliance.engine.templates import ToolFormat
+from appliance.engine.host.templates import ToolFormat
 from appliance.graphfiles import Graph
 from appliance.graphfiles.chat_template import template_tools
 from appliance.graphfiles.model_formats import find_formats, special_tokens
@@ -211,7 +211,7 @@ def test_special_tokens_come_from_the_tokenizer_files(tmp_path: Path) -> None:
 def test_the_engine_reports_the_formats_it_loaded(tmp_path: Path) -> None:
     """The engine's `Ready` carries the formats of the template it loaded: the same as the files'
     change nothing; a different one is taken (and logged)."""
-    from appliance.engine.client import EngineClient
+    from appliance.engine.host.client import EngineClient
     from appliance.engine.messages import Ready
 
     graph = Graph(name="m", model_path=str(folder(tmp_path, "deepseek_r1_distill.jinja")))
@@ -238,7 +238,7 @@ def test_check_prints_the_chosen_parsers_and_why(
 ) -> None:
     from appliance.cli import main
 
-    monkeypatch.setattr("appliance.engine.devices.available_devices", lambda: ["CPU"])
+    monkeypatch.setattr("appliance.engine.host.devices.available_devices", lambda: ["CPU"])
     model = folder(tmp_path, "gpt_oss.jinja")
     for name in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
         (model / name).write_text("<net/>")  # check reads the template and facts, not the IR

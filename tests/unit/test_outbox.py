@@ -4,7 +4,7 @@ and every other event go at once, in order."""
 from __future__ import annotations
 
 from appliance.engine.messages import Accepted, Delta, Finished, TokenLogprob
-from appliance.engine.outbox import Outbox
+from appliance.engine.worker.outbox import Outbox
 
 
 def _delta(request: int, text: str, tokens: int, index: int = 0) -> Delta:

@@ -146,7 +146,7 @@ def test_refused_parameters_are_400_naming_them(client: TestClient, fields: dict
 
 
 def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None:
-    from appliance.engine.templates import ToolFormat
+    from appliance.engine.host.templates import ToolFormat
     from appliance.service.tool_prompt import TOOLS_INTRO
 
     engine = FakeEngineClient(graph())  # no tool_parser in the graph file: the generic format

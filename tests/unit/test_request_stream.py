@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
+from appliance.engine.host.streams import RequestStream
 from appliance.engine.messages import Delta, Finished, TokenLogprob
-from appliance.engine.streams import RequestStream
 from appliance.errors import RequestTimedOut
 
 

@@ -9,7 +9,7 @@ from collections import deque
 from types import SimpleNamespace
 
 from appliance.engine.messages import Cancel
-from appliance.engine.stateful import StatefulEngine, _Job
+from appliance.engine.worker.stateful import StatefulEngine, _Job
 
 
 def _engine() -> StatefulEngine:

@@ -8,8 +8,8 @@ import random
 import openvino_genai
 
 from appliance.engine.messages import SamplingParams
-from appliance.engine.outputs import RequestOutputs, TokenTexts
-from appliance.engine.stop_strings import StopStringMatcher
+from appliance.engine.worker.outputs import RequestOutputs, TokenTexts
+from appliance.engine.worker.stop_strings import StopStringMatcher
 
 
 def _first_match(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from appliance.engine.outputs import TokenTexts
-from appliance.engine.vocab_pieces import vocabulary_pieces
+from appliance.engine.worker.outputs import TokenTexts
+from appliance.engine.worker.vocab_pieces import vocabulary_pieces
 from tests.unit.test_gguf import gguf_bytes, llama_metadata
 
 

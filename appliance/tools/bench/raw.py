@@ -24,7 +24,7 @@ import numpy as np
 import openvino
 import openvino_genai
 
-from appliance.engine.pipelines import load_pipeline, load_stateful_pipeline
+from appliance.engine.worker.pipelines import load_pipeline, load_stateful_pipeline
 from appliance.graphfiles import Graph
 from appliance.tools.bench.metrics import RequestResult
 from appliance.tools.bench.workload import Prompt

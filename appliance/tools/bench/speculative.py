@@ -85,8 +85,8 @@ class LevelResult:
 
 def run_level(pipe, prompts: list, *, concurrency: int, max_tokens: int, assistant_tokens: int) -> LevelResult:
     """Keep `concurrency` requests in flight until every prompt is served; output tokens/s."""
-    from appliance.engine.generation import generation_config
     from appliance.engine.messages import SamplingParams
+    from appliance.engine.worker.generation import generation_config
 
     params = SamplingParams(
         max_new_tokens=max_tokens, temperature=0.0, ignore_eos=True, num_assistant_tokens=assistant_tokens
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-words", type=int, default=100)
     args = parser.parse_args(argv)
 
-    from appliance.engine.pipelines import load_pipeline
+    from appliance.engine.worker.pipelines import load_pipeline
 
     main_dir, draft_dir = build_pair(args.root, draft_layers=args.draft_layers, damping=args.damping)
     scheduler = SchedulerSettings(cache_size=2, max_num_seqs=64, max_num_batched_tokens=256)

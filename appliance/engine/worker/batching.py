@@ -24,8 +24,6 @@ from multiprocessing.connection import Connection
 
 import openvino_genai
 
-from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -38,10 +36,12 @@ from appliance.engine.messages import (
     Tokenize,
     encoder,
 )
-from appliance.engine.outbox import Outbox
-from appliance.engine.outputs import RequestOutputs
-from appliance.engine.pipelines import load_pipeline
-from appliance.engine.preparer import reason
+from appliance.engine.worker.base import STATS_INTERVAL_S, Engine, accepted
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.outbox import Outbox
+from appliance.engine.worker.outputs import RequestOutputs
+from appliance.engine.worker.pipelines import load_pipeline
+from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
 __all__ = ["BatchingEngine"]

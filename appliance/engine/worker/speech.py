@@ -33,8 +33,6 @@ from multiprocessing.connection import Connection
 import numpy as np
 import openvino_genai
 
-from appliance.engine.base import STATS_INTERVAL_S
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -47,7 +45,9 @@ from appliance.engine.messages import (
     Transcribed,
     encoder,
 )
-from appliance.engine.preparer import reason
+from appliance.engine.worker.base import STATS_INTERVAL_S
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
 __all__ = ["MIN_SAMPLES", "SpeechEngine"]

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from appliance.engine.messages import ChatPrompt
-from appliance.engine.prompts import PromptError, render_chat
+from appliance.engine.worker.prompts import PromptError, render_chat
 
 __all__ = ["ControlTokens", "RenderedChat"]
 

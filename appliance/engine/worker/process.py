@@ -23,18 +23,18 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 from appliance.cpu_affinity import restore_engine_cpus
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
+from appliance.engine.worker.inbox import Inbox
 from appliance.graphfiles import Graph
 from appliance.graphfiles.chat_template import template_tools
 from appliance.graphfiles.model_formats import special_tokens
 from appliance.logs import LogFormat, configure_logging
 
 if TYPE_CHECKING:
-    from appliance.engine.base import Engine
-    from appliance.engine.retrieval import RetrievalEngine
-    from appliance.engine.speech import SpeechEngine
-    from appliance.engine.tts import TtsEngine
+    from appliance.engine.worker.base import Engine
+    from appliance.engine.worker.retrieval import RetrievalEngine
+    from appliance.engine.worker.speech import SpeechEngine
+    from appliance.engine.worker.tts import TtsEngine
 
 __all__ = ["main"]
 
@@ -58,22 +58,22 @@ def main(
     started = time.monotonic()
     try:
         if graph.retrieval is not None:
-            from appliance.engine.retrieval import RetrievalEngine
+            from appliance.engine.worker.retrieval import RetrievalEngine
 
             engine: Engine | RetrievalEngine | SpeechEngine | TtsEngine = RetrievalEngine(graph)
         elif graph.task == "transcribe":
-            from appliance.engine.speech import SpeechEngine
+            from appliance.engine.worker.speech import SpeechEngine
 
             engine = SpeechEngine(graph)
         elif graph.task == "synthesize":
-            from appliance.engine.tts import TtsEngine
+            from appliance.engine.worker.tts import TtsEngine
 
             engine = TtsEngine(graph)
         else:
             # Imported here, in the engine process: they load OpenVINO GenAI, which the server
             # process (where `EngineClient` names this function as the spawn target) never needs.
-            from appliance.engine.batching import BatchingEngine
-            from appliance.engine.stateful import StatefulEngine
+            from appliance.engine.worker.batching import BatchingEngine
+            from appliance.engine.worker.stateful import StatefulEngine
 
             engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
     except Exception as exc:  # any load failure is reported, the process then exits

@@ -14,11 +14,11 @@ from typing import Any
 
 import openvino_genai
 
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import Accepted, SamplingParams
-from appliance.engine.outputs import Detokenizer, RequestOutputs
-from appliance.engine.preparer import PreparedSubmit, RequestPreparer
-from appliance.engine.vocab_decoder import VocabDecoder
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.outputs import Detokenizer, RequestOutputs
+from appliance.engine.worker.preparer import PreparedSubmit, RequestPreparer
+from appliance.engine.worker.vocab_decoder import VocabDecoder
 from appliance.graphfiles import Graph
 
 __all__ = ["STATS_INTERVAL_S", "Engine", "accepted"]

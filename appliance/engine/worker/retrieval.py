@@ -27,8 +27,6 @@ from typing import Any
 import numpy as np
 import openvino_genai
 
-from appliance.engine.base import STATS_INTERVAL_S
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -42,7 +40,9 @@ from appliance.engine.messages import (
     Stats,
     encoder,
 )
-from appliance.engine.preparer import reason
+from appliance.engine.worker.base import STATS_INTERVAL_S
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
 __all__ = ["RetrievalEngine"]

@@ -31,11 +31,11 @@ import numpy as np
 import openvino
 import openvino_genai
 
-from appliance.engine.base import STATS_INTERVAL_S
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import Batch, Cancel, EngineEvent, Rejected, Shutdown, Stats, Synthesize, Synthesized
 from appliance.engine.messages import encoder as message_encoder
-from appliance.engine.preparer import reason
+from appliance.engine.worker.base import STATS_INTERVAL_S
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
 __all__ = ["TtsEngine"]

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from appliance.engine.messages import Delta, Finished, SamplingParams, TokenLogprob
-from appliance.engine.stop_strings import StopStringMatcher
-from appliance.engine.vocab_decoder import VocabDecoder
-from appliance.engine.vocab_pieces import vocabulary_pieces
+from appliance.engine.worker.stop_strings import StopStringMatcher
+from appliance.engine.worker.vocab_decoder import VocabDecoder
+from appliance.engine.worker.vocab_pieces import vocabulary_pieces
 
 __all__ = ["RequestOutputs", "TokenTexts"]
 

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 
 from appliance.cpu_affinity import engine_cpus
-from appliance.engine.frames import FrameReader
+from appliance.engine.host.frames import FrameReader
 from appliance.engine.messages import Shutdown, decode_from_engine, encoder
-from appliance.engine.process import main as run_engine
+from appliance.engine.worker.process import main as run_engine
 from appliance.graphfiles import Graph
 from appliance.logs import current_logging
 

@@ -15,8 +15,6 @@ import msgspec
 import numpy as np
 import openvino
 
-from appliance.engine.control_tokens import ControlTokens, RenderedChat
-from appliance.engine.generation import generation_config
 from appliance.engine.messages import (
     ChatPrompt,
     Detokenize,
@@ -28,9 +26,11 @@ from appliance.engine.messages import (
     Tokenized,
     TokenPrompt,
 )
-from appliance.engine.outputs import TokenTexts
-from appliance.engine.prompts import PromptError, render_chat
-from appliance.engine.vlm import PreparedRequest, VisionInputError, VisionRequests
+from appliance.engine.worker.control_tokens import ControlTokens, RenderedChat
+from appliance.engine.worker.generation import generation_config
+from appliance.engine.worker.outputs import TokenTexts
+from appliance.engine.worker.prompts import PromptError, render_chat
+from appliance.engine.worker.vlm import PreparedRequest, VisionInputError, VisionRequests
 from appliance.errors import client_text
 from appliance.graphfiles import Graph
 

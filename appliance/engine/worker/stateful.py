@@ -36,8 +36,6 @@ from typing import Any
 
 import openvino_genai
 
-from appliance.engine.base import STATS_INTERVAL_S, Engine, accepted
-from appliance.engine.inbox import Inbox
 from appliance.engine.messages import (
     Batch,
     Cancel,
@@ -50,11 +48,13 @@ from appliance.engine.messages import (
     Tokenize,
     encoder,
 )
-from appliance.engine.outbox import Outbox
-from appliance.engine.outputs import RequestOutputs
-from appliance.engine.pipelines import load_stateful_pipeline
-from appliance.engine.preparer import PreparedSubmit, reason
-from appliance.engine.vlm import image_tensors
+from appliance.engine.worker.base import STATS_INTERVAL_S, Engine, accepted
+from appliance.engine.worker.inbox import Inbox
+from appliance.engine.worker.outbox import Outbox
+from appliance.engine.worker.outputs import RequestOutputs
+from appliance.engine.worker.pipelines import load_stateful_pipeline
+from appliance.engine.worker.preparer import PreparedSubmit, reason
+from appliance.engine.worker.vlm import image_tensors
 from appliance.graphfiles import Graph
 
 __all__ = ["StatefulEngine"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
+from appliance.engine.host.streams import RequestStream
 from appliance.engine.messages import Delta, Finished, Stats
-from appliance.engine.streams import RequestStream
 from appliance.metrics import Metrics
 
 __all__ = ["ClientMetrics"]
