@@ -193,3 +193,25 @@ def test_a_gguf_never_tuned_on_a_cpu_without_vnni_gets_a_hint(tmp_path: Path) ->
     assert tune_hint(Graph(name="m", model_path=str(tmp_path), pipeline="LM_CB", source=str(source)), AVX2) is None
     source.write_text(tuned_text(GRAPH, {}, ["x"], AVX2))  # tuned already: nothing to say
     assert tune_hint(gguf, AVX2) is None
+
+
+def test_perplexity_is_measured_once_per_weight_format_and_given_to_its_other_forms() -> None:
+    from appliance.tools.tune.command import _measure_form
+    from appliance.tools.tune.measure import Workload
+
+    asked: list[tuple[Form, bool]] = []
+
+    def fake_measure(path, form, workload, timeout, weights_dir):
+        asked.append((form, workload.quality))
+        perplexity = {None: 10.0, "int8_sym": 10.1}[form.weights] if workload.quality else None
+        return Measured(form, 100, 300, TOKENS, perplexity=perplexity)
+
+    known: dict = {}
+    workload = Workload(quality=True)
+    forms = [Form(), Form(), Form({WEIGHTS: "int8_sym"}), Form({WEIGHTS: "int8_sym", "KV_CACHE_PRECISION": "f16"})]
+    measured = [_measure_form(fake_measure, Path("g.toml"), workload, 60, None, known, form) for form in forms]
+    assert [quality for _, quality in asked] == [True, False, True, False]
+    assert [m.perplexity for m in measured] == [10.0, 10.0, 10.1, 10.1]
+    asked.clear()
+    _measure_form(fake_measure, Path("g.toml"), Workload(quality=False), 60, None, {}, Form())
+    assert asked[0][1] is False  # without weight formats, no perplexity at all

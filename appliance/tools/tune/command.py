@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import functools
 import os
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             formats = weights if graph.pipeline_kind == "LM_CB" else []
             outcome = search(
                 levers_for(isa, graph.plugin_config, weights=formats),
-                functools.partial(_measure_form, measure, path, workload, timeout, args.weights_dir),
+                functools.partial(_measure_form, measure, path, workload, timeout, args.weights_dir, {}),
                 budget=args.budget,
                 log=lambda line: print("  " + line, flush=True),
                 max_perplexity_loss=args.max_perplexity_loss / 100,
@@ -163,8 +164,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _measure_form(measure, path: Path, workload, timeout: float, weights_dir: Path | None, form):
-    return measure(path, form, workload, timeout, weights_dir)
+def _measure_form(measure, path: Path, workload, timeout: float, weights_dir: Path | None, perplexities: dict, form):
+    """`form` measured; its perplexity depends on its weights alone, so it is measured once per
+    weight format (None: the graph's own) and given to every later form with the same weights."""
+    known = perplexities.get(form.weights)
+    quality = workload.quality and known is None
+    measured = measure(path, form, dataclasses.replace(workload, quality=quality), timeout, weights_dir)
+    if measured.perplexity is not None:
+        perplexities[form.weights] = measured.perplexity
+    elif known is not None and not measured.error:
+        measured = dataclasses.replace(measured, perplexity=known)
+    return measured
 
 
 def _summary(outcome, machine: dict, workload) -> list[str]:

@@ -39,7 +39,8 @@ class Workload:
     min_seconds: float = 3.0
     """Each level runs again until it has taken this long."""
     quality: bool = False
-    """Measure the perplexity of the graph as it is and of each weight format (`quality.py`)."""
+    """Measure the perplexity of the form's weights too (`quality.py`); `appliance tune` asks once
+    per weight format."""
 
 
 def measure(
@@ -119,7 +120,7 @@ def _measure(graph_path: Path, form: Form, workload: Workload, weights_dir: Path
             produced += sum(result.output_tokens for result in results)
             spent += wall
         figures[name] = produced / spent
-    if workload.quality and (form.weights is not None or not form.changes):
+    if workload.quality:
         # After the timing: its compiled copy of the model must not share the box with it.
         ir = graph.model_dir if form.weights is not None else source_ir(model, weights_dir or model.parent)
         figures["perplexity"] = perplexity(ir, Tokenizer(graph.model_dir).encode(TEXT))

@@ -120,13 +120,17 @@ def _fresh(folder: Path) -> None:
     (folder / ".appliance-tune-building").touch()
 
 
+def _marker(model: Path, fmt: str) -> dict[str, str]:
+    return {"source": str(model.resolve()), "format": fmt}
+
+
 def _built(folder: Path, model: Path, fmt: str) -> bool:
     marker = folder / _BUILT
-    return marker.is_file() and json.loads(marker.read_text()) == {"source": str(model.resolve()), "format": fmt}
+    return marker.is_file() and json.loads(marker.read_text()) == _marker(model, fmt)
 
 
 def _done(folder: Path, model: Path, fmt: str) -> None:
-    (folder / _BUILT).write_text(json.dumps({"source": str(model.resolve()), "format": fmt}))
+    (folder / _BUILT).write_text(json.dumps(_marker(model, fmt)))
     (folder / ".appliance-tune-building").unlink(missing_ok=True)
 
 
