@@ -180,6 +180,16 @@ class Metrics:
             ["model"],
             registry=r,
         )
+        self.work_pool_running = Gauge(
+            "appliance_work_pool_running",
+            "Pieces of blocking work (decoding uploads and images, encoding speech) holding a thread of their "
+            "pool, work whose client left included until it stops",
+            ["pool"],
+            registry=r,
+        )
+        self.work_pool_threads = Gauge(
+            "appliance_work_pool_threads", "Threads of each pool of blocking work: its bound", ["pool"], registry=r
+        )
         self.event_loop_lag = Histogram(
             "appliance_event_loop_lag_seconds",
             "How late the server's event loop runs a 10 ms timer",

@@ -63,6 +63,9 @@ def create_app(
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
+    for pool in media.pools():
+        metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
+        metrics.work_pool_threads.labels(pool=pool.name).set(pool.workers)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:

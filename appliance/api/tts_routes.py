@@ -9,6 +9,7 @@ from litestar import Request, Response, post
 from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request, unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
+from appliance.media import ImageLoader
 from appliance.media.audio_encode import MEDIA_TYPES
 from appliance.protocol.speech import SpeechRequest
 from appliance.runtime.registry import ModelRegistry
@@ -34,10 +35,12 @@ def _audio_answers(_: dict[str, Any], document: dict[str, Any]) -> None:
         )
     },
 )
-async def speech(request: Request, models: ModelRegistry) -> Response:
+async def speech(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
     body = decode_body(await request.body(), SpeechRequest)
     record = record_request(body.model, None)
-    audio, media_type, answered = await unless_disconnected(request, tts.speak(models.get(body.model), body))
+    audio, media_type, answered = await unless_disconnected(
+        request, tts.speak(models.get(body.model), body, media.encoding)
+    )
     if record is not None:
         record.streams = [answered]
     return Response(audio, status_code=200, media_type=media_type)

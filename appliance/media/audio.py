@@ -12,15 +12,31 @@ ogg/vorbis, ogg/opus, m4a/mp4 aac, webm/opus).
 - Only audio decoders from `CODECS` (and PCM's) are opened, while FFmpeg probes the streams too
   (`codec_whitelist`: a video track beside the audio is never decoded); channels and sample rate
   are read from the stream and checked before any sample is decoded.
+- Sample rates no recording uses (under 8 kHz: a 164-byte wav at 1 Hz declares a minute) are
+  refused before decoding.
 - A duration the container declares beyond `max_seconds` is refused before decoding; decoding
   stops as soon as the samples pass `max_seconds` (a file declaring nothing, or lying, costs at
   most that much audio). The result is at most `max_seconds * 16000 * 4` bytes.
+- What decoding costs grows with the source's samples times its channels, not with its seconds:
+  a 377 KB FLAC at 384 kHz x 8 channels held a decoder for 140 s (issue 49). So an upload may
+  decode at most `max_seconds` of 48 kHz stereo's worth (`AudioLimits.max_source_samples`,
+  samples x channels): refused before decoding from the declared duration, and stopped while
+  decoding when a file declares less than it holds.
+- Samples that are not finite (a float wav holding NaN or infinity) are refused: NaN survives a
+  clip to [-1, 1], and Whisper decoded such audio window after window without a token until the
+  watchdog killed its engine.
 - Channels are averaged (FFmpeg's own mono downmix adds them at -3 dB each, which lifts a
   centred voice by 3 dB and can pass 1.0) and the result is clipped to [-1, 1].
+- Tags after an mp3's last frame (APEv2, with cover art as taggers write it; ID3v1; Lyrics3v2)
+  are cut before FFmpeg reads the file: it counts them in the file's size, finds the size no
+  longer matches the Xing/Info frame's, estimates the duration from the bit rate instead, and
+  the file looked truncated.
 - Truncation: FFmpeg decodes a truncated mp3, wav, ogg or webm without an error, so the decoded
   duration is compared with the one the file declares (a wav's data chunk, an mp3's Xing/Info
   frame count, a webm's Duration). A file that declares nothing (a plain CBR mp3 stream) cannot be
   told from a shorter recording.
+- `stop` (a `threading.Event`, set when the client has left) is checked once a second of audio:
+  an abandoned upload stops decoding there (`work_pool.Stopped`).
 - FFmpeg raises many kinds of errors on damaged input (`av.error.FFmpegError` and its subclasses,
   and Python ones from PyAV): every one becomes a 400 naming the problem.
 
@@ -34,10 +50,9 @@ do.
 
 from __future__ import annotations
 
-import asyncio
 import io
-import os
 import struct
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -45,6 +60,7 @@ import av
 import numpy as np
 
 from appliance.errors import InvalidRequest, client_text
+from appliance.media.work_pool import Stopped, WorkPool
 
 __all__ = ["CODECS", "FORMATS", "SAMPLE_RATE", "AudioDecoder", "AudioLimits", "DecodedAudio", "decode_audio"]
 
@@ -76,13 +92,23 @@ _UNBOUNDED_WAV_SIZES = (0, 0xFFFFFFFF)  # what streaming writers put in a wav he
 _MP3_LENGTH_TAGS = (b"Xing", b"Info", b"VBRI")
 
 
+COSTLIEST_USUAL_RATE = 48_000 * 2
+"""Source samples x channels per second that a budget of `max_seconds` pays for: 48 kHz stereo."""
+
+
 @dataclass(frozen=True)
 class AudioLimits:
-    """What one upload may decode to."""
+    """What one upload may decode to, and from."""
 
     max_seconds: float
     max_channels: int = 8
+    min_sample_rate: int = 8_000
     max_sample_rate: int = 384_000
+
+    @property
+    def max_source_samples(self) -> float:
+        """Source samples x channels one upload may decode: `max_seconds` of 48 kHz stereo."""
+        return self.max_seconds * COSTLIEST_USUAL_RATE
 
 
 @dataclass(frozen=True)
@@ -105,23 +131,23 @@ def _refuse_nested_open(url: str, flags: int, options: dict[str, str]) -> io.Byt
     raise PermissionError("an uploaded audio file may not refer to other files")
 
 
-def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
+def decode_audio(data: bytes, limits: AudioLimits, stop: threading.Event | None = None) -> DecodedAudio:
     """Decode the first audio stream of `data` to 16 kHz mono; InvalidRequest (param `file`) if it
-    is not supported, intact audio within `limits` (see the module docstring for the codes)."""
+    is not supported, intact audio within `limits` (see the module docstring for the codes);
+    `Stopped` once `stop` is set."""
     if not data:
         raise _refuse("The audio file is empty.", code="empty_audio")
     try:
-        with av.open(
-            io.BytesIO(data),
-            mode="r",
-            container_options=_CONTAINER_OPTIONS,
-            metadata_errors="ignore",
-            io_open=_refuse_nested_open,
-        ) as container:
+        container = _open(data)
+        if container.format.name == "mp3" and len(untagged := _without_trailing_tags(data)) < len(data):
+            container.close()
+            data = untagged
+            container = _open(data)
+        with container:
             stream = _audio_stream(container)
             declared = _declared_seconds(container, stream, data)
             _check_stream(stream, declared, limits)
-            samples = _decode(container, stream, declared, limits)
+            samples = _decode(container, stream, declared, limits, stop or threading.Event())
             context = stream.codec_context
             container_name, codec, source_rate, channels = (
                 container.format.name,
@@ -129,7 +155,7 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
                 context.sample_rate,
                 context.channels,
             )
-    except InvalidRequest:
+    except (InvalidRequest, Stopped):
         raise
     except Exception as exc:  # FFmpeg and PyAV raise many types on damaged input (see module doc)
         detail = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else str(exc)
@@ -153,23 +179,43 @@ def decode_audio(data: bytes, limits: AudioLimits) -> DecodedAudio:
     )
 
 
+def _open(data: bytes) -> av.container.InputContainer:
+    return av.open(
+        io.BytesIO(data),
+        mode="r",
+        container_options=_CONTAINER_OPTIONS,
+        metadata_errors="ignore",
+        io_open=_refuse_nested_open,
+    )
+
+
 def _decode(
     container: av.container.InputContainer,
     stream: av.audio.stream.AudioStream,
     declared: float | None,
     limits: AudioLimits,
+    stop: threading.Event,
 ) -> np.ndarray:
-    """All of the stream as mono 16 kHz float32 in [-1, 1], stopping past the limit; a file that
+    """All of the stream as mono 16 kHz float32 in [-1, 1], stopping past the limits; a file that
     fails or ends clearly before its declared duration is truncated_audio."""
     chunks: list[np.ndarray] = []
     total, most = 0, (limits.max_seconds + LIMIT_SLACK) * SAMPLE_RATE
+    source = _SourceCount(limits.max_source_samples)
     try:
-        for chunk in _mono_chunks(container, stream):
+        for chunk in _mono_chunks(container, stream, source):
+            if stop.is_set():
+                raise Stopped
+            if not np.isfinite(chunk).all():
+                raise _refuse(
+                    "The audio holds samples that are not numbers (NaN or infinity); send PCM or a compressed "
+                    "recording.",
+                    code="invalid_audio",
+                )
             chunks.append(chunk)
             total += len(chunk)
             if total > most:
                 raise _too_long(limits)
-    except InvalidRequest:
+    except (InvalidRequest, Stopped):
         raise
     except Exception:
         if _clearly_short(total / SAMPLE_RATE, declared):  # FLAC, for one, fails on its cut last frame
@@ -199,17 +245,35 @@ def _check_stream(stream: av.audio.stream.AudioStream, declared: float | None, l
             f"The audio has {context.channels} channels; this server accepts 1 to {limits.max_channels}.",
             code="unsupported_audio",
         )
-    if not 0 < context.sample_rate <= limits.max_sample_rate:
+    if not limits.min_sample_rate <= context.sample_rate <= limits.max_sample_rate:
         raise _refuse(
-            f"The audio's sample rate is {context.sample_rate} Hz; this server accepts up to {limits.max_sample_rate} Hz.",
+            f"The audio's sample rate is {context.sample_rate} Hz; this server accepts {limits.min_sample_rate} "
+            f"to {limits.max_sample_rate} Hz.",
             code="unsupported_audio",
         )
     if declared is not None and declared > limits.max_seconds + LIMIT_SLACK:
         raise _too_long(limits, declared)
+    if declared is not None and declared * context.sample_rate * context.channels > limits.max_source_samples:
+        raise _too_costly(limits, context.sample_rate, context.channels)
 
 
-def _mono_chunks(container: av.container.InputContainer, stream: av.audio.stream.AudioStream) -> Iterator[np.ndarray]:
-    """Float32 mono 16 kHz arrays, about a second at a time.
+@dataclass
+class _SourceCount:
+    """Source samples x channels decoded so far, against the upload's budget."""
+
+    budget: float
+    spent: int = 0
+
+    def add(self, frame: av.AudioFrame) -> None:
+        self.spent += frame.samples * len(frame.layout.channels)
+        if self.spent > self.budget:
+            raise _too_costly_budget(self.budget, frame.sample_rate, len(frame.layout.channels))
+
+
+def _mono_chunks(
+    container: av.container.InputContainer, stream: av.audio.stream.AudioStream, source: _SourceCount
+) -> Iterator[np.ndarray]:
+    """Float32 mono 16 kHz arrays, about a second at a time; `source` counts what was decoded.
 
     Decoded frames (an mp3 frame is 26 ms) are gathered into a second before resampling: PyAV's
     resampler costs about as much per call as FFmpeg spends decoding the frame, so this halves
@@ -218,6 +282,7 @@ def _mono_chunks(container: av.container.InputContainer, stream: av.audio.stream
     resampler = av.AudioResampler(format="flt", rate=SAMPLE_RATE)
     pending = av.AudioFifo()
     for frame in container.decode(stream):
+        source.add(frame)
         frame.pts = None  # resample by sample count: a damaged file's timestamps must not insert silence
         pending.write(frame)
         if pending.samples >= frame.sample_rate:
@@ -298,6 +363,41 @@ def _truncated(decoded: float, declared: float | None) -> InvalidRequest:
     )
 
 
+def _too_costly(limits: AudioLimits, rate: int, channels: int) -> InvalidRequest:
+    return _too_costly_budget(limits.max_source_samples, rate, channels)
+
+
+def _too_costly_budget(budget: float, rate: int, channels: int) -> InvalidRequest:
+    seconds = budget / (rate * channels)
+    return _refuse(
+        f"The audio is {rate} Hz x {channels} channels: at that rate this server decodes at most {seconds:.0f} s "
+        f"of it ({budget / COSTLIEST_USUAL_RATE:g} s of 48 kHz stereo). Send it at 48 kHz or less, in mono or "
+        "stereo.",
+        code="audio_too_long",
+    )
+
+
+def _without_trailing_tags(data: bytes) -> bytes:
+    """`data` without the tags taggers append after an mp3's last frame: ID3v1 (`TAG`, 128 bytes),
+    APEv2 (`APETAGEX` footer, with its header when it has one) and Lyrics3v2, in any order."""
+    while True:
+        if len(data) >= 128 and data[-128:-125] == b"TAG":
+            data = data[:-128]
+        elif len(data) >= 32 and data[-32:-24] == b"APETAGEX":
+            size, _, flags = struct.unpack_from("<III", data, len(data) - 20)
+            size += 32 if flags & 0x80000000 else 0  # the tag has a header too
+            if size > len(data):
+                return data
+            data = data[: len(data) - size]
+        elif len(data) >= 15 and data[-9:] == b"LYRICS200" and data[-15:-9].isdigit():
+            size = int(data[-15:-9]) + 15
+            if size > len(data):
+                return data
+            data = data[: len(data) - size]
+        else:
+            return data
+
+
 def _too_long(limits: AudioLimits, declared: float | None = None) -> InvalidRequest:
     length = f"is {declared:.1f} s long" if declared is not None else "is longer than that"
     return _refuse(
@@ -307,18 +407,17 @@ def _too_long(limits: AudioLimits, declared: float | None = None) -> InvalidRequ
 
 
 class AudioDecoder:
-    """`decode_audio` for the event loop: in worker threads, a few files at a time.
-
-    Decoding is CPU-bound, so at most `slots` (default: one per CPU) run at once; the rest wait
-    their turn without holding a thread. `asyncio.to_thread` (the loop's default executor) is
-    enough: the semaphore bounds how many of its threads decoding takes, and FFmpeg releases the
-    GIL while it decodes, as Pillow does for the image loader beside this.
-    """
+    """`decode_audio` for the event loop, on a pool of its own (`WorkPool`): at most `slots`
+    (default: one per CPU) files decode at once, and a client that leaves stops its decode at the
+    next second of audio (the thread is the pool's until then)."""
 
     def __init__(self, slots: int | None = None) -> None:
-        self._slots = asyncio.Semaphore(slots or os.cpu_count() or 1)
+        self.pool = WorkPool("audio", slots)
 
     async def decode(self, data: bytes, limits: AudioLimits) -> DecodedAudio:
         """The decoded audio; InvalidRequest as `decode_audio`."""
-        async with self._slots:
-            return await asyncio.to_thread(decode_audio, data, limits)
+        return await self.pool.run(_decode_stoppable, data, limits)
+
+
+def _decode_stoppable(stop: threading.Event, data: bytes, limits: AudioLimits) -> DecodedAudio:
+    return decode_audio(data, limits, stop)

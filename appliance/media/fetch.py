@@ -38,6 +38,7 @@ from appliance.errors import InvalidRequest, client_text
 from appliance.media.addresses import IPAddress, parse_address, refusal_reason
 from appliance.media.policy import MediaPolicy
 from appliance.media.sources import check_remote_url, host_of
+from appliance.media.work_pool import WorkPool
 
 __all__ = ["Fetcher", "Resolver", "system_resolver"]
 
@@ -68,11 +69,14 @@ class Fetcher:
     def __init__(
         self,
         policy: MediaPolicy,
+        pool: WorkPool,
         *,
         resolver: Resolver = system_resolver,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.policy = policy
+        self._pool = pool
+        """Where a compressed body is inflated (bounded by the byte cap, but CPU work)."""
         self._resolver = resolver
         connect = min(5.0, policy.fetch_timeout)
         self._client = httpx.AsyncClient(
@@ -169,7 +173,7 @@ class Fetcher:
             raise _refuse(f"Fetching the image URL failed: {type(exc).__name__}: {client_text(str(exc))}") from None
         if coding is None:
             return bytes(body)
-        return await asyncio.to_thread(_decompress, bytes(body), coding, limit)
+        return await self._pool.call(_decompress, bytes(body), coding, limit)
 
 
 def _content_coding(codings: list[str]) -> str | None:

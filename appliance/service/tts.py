@@ -12,7 +12,6 @@ loop (`media.audio_encode`).
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from appliance.engine import EngineClient
 from appliance.errors import InvalidRequest, unsupported
 from appliance.media.audio_encode import MEDIA_TYPES, encode_speech
+from appliance.media.work_pool import WorkPool
 from appliance.protocol.speech import SpeechRequest
 from appliance.service.retrieval import Answered
 
@@ -67,12 +67,13 @@ def check(engine: EngineClient, request: SpeechRequest) -> str:
     return voice
 
 
-async def speak(engine: EngineClient, request: SpeechRequest) -> tuple[bytes, str, Answered]:
-    """The request's input spoken by `engine`, as (file bytes, media type, what the access log reads)."""
+async def speak(engine: EngineClient, request: SpeechRequest, encoding: WorkPool) -> tuple[bytes, str, Answered]:
+    """The request's input spoken by `engine`, encoded on `encoding`'s threads, as (file bytes,
+    media type, what the access log reads)."""
     voice = check(engine, request)
     submitted = time.monotonic()
     spoken = await engine.synthesize(request.input, voice)
     samples = np.frombuffer(spoken.samples, dtype="<f4")
-    body = await asyncio.to_thread(encode_speech, samples, spoken.sample_rate, request.response_format)
+    body = await encoding.call(encode_speech, samples, spoken.sample_rate, request.response_format)
     answered = Answered(prompt_tokens=spoken.tokens, submitted_at=submitted)
     return body, MEDIA_TYPES[request.response_format], answered

@@ -10,8 +10,8 @@ upload to `/v1/audio/transcriptions` is (`service.speech.hear`), one after the o
 
 from __future__ import annotations
 
-import asyncio
 import binascii
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -20,6 +20,9 @@ from appliance.errors import InvalidRequest, PayloadTooLarge
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, InputAudioPart, TextPart, UserMessage
 from appliance.service import speech
+
+if TYPE_CHECKING:
+    from appliance.media.audio import AudioDecoder
 
 __all__ = ["MAX_AUDIO_PARTS", "hear_audio_parts"]
 
@@ -68,7 +71,7 @@ async def hear_audio_parts(
     messages = list(request.messages)
     for m, p in places:
         where = f"messages[{m}].content[{p}].input_audio"
-        recording = await _base64(messages[m].content[p].input_audio.data, f"{where}.data")
+        recording = await _base64(audio, messages[m].content[p].input_audio.data, f"{where}.data")
         heard = await speech.hear(listener, recording, audio, param=f"{where}.data")
         content = list(messages[m].content)
         content[p] = TextPart(text=heard)
@@ -76,9 +79,9 @@ async def hear_audio_parts(
     return msgspec.structs.replace(request, messages=messages)
 
 
-async def _base64(data: str, param: str) -> bytes:
-    # A few MB of base64 take tens of milliseconds to decode: off the event loop.
+async def _base64(audio: AudioDecoder, data: str, param: str) -> bytes:
+    # A few MB of base64 take tens of milliseconds to decode: off the event loop, on the audio pool.
     try:
-        return await asyncio.to_thread(binascii.a2b_base64, data.encode("ascii"), strict_mode=True)
+        return await audio.pool.call(binascii.a2b_base64, data.encode("ascii"), strict_mode=True)
     except (binascii.Error, UnicodeEncodeError):
         raise InvalidRequest("input_audio.data is not valid base64.", param=param) from None

@@ -89,9 +89,21 @@ class RetrievalEngine:
         assert config is not None, "a generative graph has no retrieval engine"
         self.graph, self.config = graph, config
         self.embeds = graph.task == "embed"
-        model = str(graph.model_dir)
-        self.tokenizer = openvino_genai.Tokenizer(model) if self.embeds else _rerank_tokenizer(graph.model_dir)
+        self.tokenizer = (
+            openvino_genai.Tokenizer(str(graph.model_dir)) if self.embeds else _rerank_tokenizer(graph.model_dir)
+        )
         self.vocab_size = len(self.tokenizer.get_vocab_vector())
+        self.pipe = self._load()
+        self.embedding_size = len(self.pipe.embed_documents(["warm-up"])[0]) if self.embeds else 0
+        self.max_context = config.max_length
+        self._works: dict[int, _Work] = {}
+        self._queue: collections.deque[tuple[_Work, int]] = collections.deque()
+        self._calls = 0
+
+    def _load(self) -> Any:
+        """The graph's pipeline: built at start, and anew after a call of it failed (a failed call
+        may leave state behind: the rule for every engine, see `fifo.py`)."""
+        config, model, graph = self.config, str(self.graph.model_dir), self.graph
         # Instructions are put before the texts here, not by the pipeline: queries and documents
         # of different requests then share one embed_documents call.
         if self.embeds:
@@ -99,18 +111,11 @@ class RetrievalEngine:
             settings.pooling_type = _POOLING[config.pooling]
             settings.normalize = config.normalize
             settings.max_length = config.max_length
-            self.pipe = openvino_genai.TextEmbeddingPipeline(model, graph.device, settings, **graph.plugin_config)
-            self.embedding_size = len(self.pipe.embed_documents(["warm-up"])[0])
-        else:
-            settings = openvino_genai.TextRerankPipeline.Config()
-            settings.max_length = config.max_length
-            settings.top_n = graph.limits.max_inputs_per_request
-            self.pipe = openvino_genai.TextRerankPipeline(model, graph.device, settings, **graph.plugin_config)
-            self.embedding_size = 0
-        self.max_context = config.max_length
-        self._works: dict[int, _Work] = {}
-        self._queue: collections.deque[tuple[_Work, int]] = collections.deque()
-        self._calls = 0
+            return openvino_genai.TextEmbeddingPipeline(model, graph.device, settings, **graph.plugin_config)
+        settings = openvino_genai.TextRerankPipeline.Config()
+        settings.max_length = config.max_length
+        settings.top_n = graph.limits.max_inputs_per_request
+        return openvino_genai.TextRerankPipeline(model, graph.device, settings, **graph.plugin_config)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -244,6 +249,8 @@ class RetrievalEngine:
         if not batch:
             return
         self._calls += 1
+        if self.pipe is None:
+            self.pipe = self._load()
         try:
             if self.embeds:
                 vectors = self.pipe.embed_documents([work.texts[index] for work, index in batch])
@@ -259,6 +266,7 @@ class RetrievalEngine:
                 work.results.extend(scores)
                 assert len(work.results) == first + len(batch)
         except Exception as exc:  # the pipeline refused this batch: its requests fail, the engine goes on
+            self.pipe = None  # built anew before the next call
             for work in {id(work): work for work, _ in batch}.values():
                 if self._works.pop(work.request_id, None) is not None:
                     message = f"The model could not process the request: {reason(exc)}"

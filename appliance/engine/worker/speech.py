@@ -4,15 +4,14 @@
 Whisper's 30 s windows itself, each window's text decoded from where the last one ended (so a word
 is not cut at a window's edge). It has no add_request/step interface and no batching, and one
 pipeline runs one `generate` at a time ("Infer Request is busy" otherwise), so requests wait in a
-FIFO queue, as on the stateful engine:
+FIFO queue (`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
 
-- the main thread takes commands: a `Transcribe` is checked at once (`Rejected` while another
-  request runs) and queued; `Cancel` drops a queued request or stops the running one at its next
-  token (the streamer answers CANCEL);
+- a `Transcribe` is checked at once (`Rejected` while another request runs: what the pipeline
+  would refuse or misread, a prompt over half the text window counted in the model's tokens,
+  samples that are not finite) and queued; `Cancel` stops the running one at its next token (the
+  streamer answers CANCEL);
 - the transcription thread calls `generate()`, which releases the GIL; with `stream`, its streamer
-  sends the text as it is decoded in `Delta`s;
-- the main thread sends `Stats` every 0.5 s, carrying how long the running request has waited for
-  a token (`stalled_seconds`): the server's hang watchdog judges from that, not from silence.
+  sends the text as it is decoded in `Delta`s.
 
 Fairness is first come, first served: a request's time in the engine grows with its audio's
 duration, which the server bounds (`speech.max_audio_seconds`) before anything is sent here.
@@ -21,32 +20,14 @@ duration, which the server bounds (`speech.max_audio_seconds`) before anything i
 from __future__ import annotations
 
 import logging
-import os
-import queue
 import random
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 import numpy as np
 import openvino_genai
 
-from appliance.engine.messages import (
-    Batch,
-    Cancel,
-    Delta,
-    EngineEvent,
-    Rejected,
-    Shutdown,
-    Stats,
-    Transcribe,
-    Transcribed,
-    encoder,
-)
-from appliance.engine.worker.base import STATS_INTERVAL_S
-from appliance.engine.worker.inbox import Inbox
+from appliance.engine.messages import Batch, Delta, EngineEvent, Rejected, Transcribe, Transcribed
+from appliance.engine.worker.fifo import FifoEngine
 from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
@@ -68,126 +49,74 @@ class _Job:
     tokens: int = 0
 
 
-class SpeechEngine:
+class SpeechEngine(FifoEngine[_Job]):
     """A WhisperPipeline serving its FIFO queue of transcriptions, one at a time."""
+
+    thread_name = "transcribe"
 
     def __init__(self, graph: Graph) -> None:
         facts = graph.speech_facts
         assert facts is not None, "not a speech-to-text graph"
-        self.graph, self.facts = graph, facts
-        self.pipe = openvino_genai.WhisperPipeline(
-            str(graph.model_dir), graph.device, word_timestamps=graph.speech.word_timestamps, **graph.plugin_config
+        self.facts = facts
+        super().__init__(
+            graph,
+            lambda: openvino_genai.WhisperPipeline(
+                str(graph.model_dir), graph.device, word_timestamps=graph.speech.word_timestamps, **graph.plugin_config
+            ),
         )
+        self.tokenizer = self.pipe.get_tokenizer()
         self.max_context = facts.text_tokens
-        self._jobs: dict[int, _Job] = {}
-        self._queue: deque[_Job] = deque()
-        self._wake = threading.Condition()
-        self._running: _Job | None = None
-        self._last_progress = time.monotonic()
-        self._tokens = 0
-        self._send_lock = threading.Lock()
-        self._conn: Connection | None = None
+        self.max_prompt_tokens = facts.text_tokens // 2 - 1
+        """Whisper reads at most this much prompt (OpenAI's whisper keeps the last 223 of 448);
+        generate() raised past about 446 tokens, and the next call then read the failed prompt."""
 
     # -- main thread: commands --------------------------------------------------------------
 
-    def run(self, conn: Connection, inbox: Inbox) -> None:
-        self._conn = conn
-        threading.Thread(target=self._transcribe_forever, name="transcribe", daemon=True).start()
-        last_stats = 0.0
-        while True:
-            try:
-                command = inbox.get(timeout=STATS_INTERVAL_S)
-            except queue.Empty:
-                command = None
-            if isinstance(command, Shutdown):
-                return
-            if isinstance(command, Transcribe):
-                rejected = self._queued(command)
-                if rejected is not None:
-                    self._send(Batch(events=[rejected]))
-            elif isinstance(command, Cancel):
-                self._cancel(command.request_id)
-            # Submit, Tokenize, Embed... never reach here: the server refuses them for this graph.
-            now = time.monotonic()
-            if now - last_stats >= STATS_INTERVAL_S:
-                last_stats = now
-                self._send(self._stats())
-
-    def _queued(self, command: Transcribe) -> Rejected | None:
+    def handle(self, command: object) -> EngineEvent | None:
+        if not isinstance(command, Transcribe):
+            return None  # Submit, Tokenize, Embed... never come: the server refuses them for this graph.
         samples = np.frombuffer(command.samples, dtype="<f4")
-        problem = self._problem(command, len(samples))
+        problem = self._problem(command, samples)
         if problem is not None:
             message, param = problem
             return Rejected(request_id=command.request_id, message=message, code="invalid_value", param=param)
-        job = _Job(request_id=command.request_id, command=command, samples=samples)
-        with self._wake:
-            self._jobs[job.request_id] = job
-            self._queue.append(job)
-            self._wake.notify()
+        self.enqueue(_Job(request_id=command.request_id, command=command, samples=samples))
         return None
 
-    def _problem(self, command: Transcribe, samples: int) -> tuple[str, str] | None:
-        """What the pipeline would refuse or misread (the server checks the same first)."""
+    def _problem(self, command: Transcribe, samples: np.ndarray) -> tuple[str, str] | None:
+        """What the pipeline would refuse or misread (the server checks the same first, but for the
+        prompt's tokens, which only the model's tokenizer counts)."""
         facts, options = self.facts, command.options
-        if samples < MIN_SAMPLES:
-            return f"The audio is too short: {samples} samples at 16 kHz, at least {MIN_SAMPLES} are needed.", "file"
+        if len(samples) < MIN_SAMPLES:
+            return (
+                f"The audio is too short: {len(samples)} samples at 16 kHz, at least {MIN_SAMPLES} are needed.",
+                "file",
+            )
+        if not np.isfinite(samples).all():
+            return "The audio holds samples that are not numbers (NaN or infinity).", "file"
         if options.language is not None and options.language not in facts.languages:
             return f"Language '{options.language}' is not one this model knows.", "language"
         if options.task == "translate" and not facts.multilingual:
             return "This model is English-only: it cannot translate.", "model"
         if options.words and not self.graph.speech.word_timestamps:
             return "Word timestamps are not enabled for this model (speech.word_timestamps).", "timestamp_granularities"
+        if options.prompt:
+            tokens = int(self.tokenizer.encode(options.prompt, add_special_tokens=False).input_ids.get_shape()[1])
+            if tokens > self.max_prompt_tokens:
+                return (
+                    f"The prompt is {tokens} tokens; this model reads at most {self.max_prompt_tokens} tokens of "
+                    "prompt (half its text window). Send a shorter prompt.",
+                    "prompt",
+                )
         return None
-
-    def _cancel(self, request_id: int) -> None:
-        with self._wake:
-            job = self._jobs.get(request_id)
-            if job is None:
-                return
-            job.cancelled = True  # the running job stops at its next token
-            if job is not self._running:
-                self._queue.remove(job)
-                del self._jobs[request_id]
-
-    def _stats(self) -> Stats:
-        job = self._running
-        return Stats(
-            running=len(self._jobs),
-            waiting=len(self._jobs) - (1 if job is not None else 0),
-            kv_cache_usage=0.0,
-            steps=self._tokens,
-            stalled_seconds=time.monotonic() - self._last_progress if job is not None else 0.0,
-        )
-
-    def _send(self, message: object) -> None:
-        frame = encoder.encode(message)
-        with self._send_lock:
-            self._conn.send_bytes(frame)
 
     # -- transcription thread ---------------------------------------------------------------
 
-    def _transcribe_forever(self) -> None:
-        try:
-            while True:
-                with self._wake:
-                    while not self._queue:
-                        self._wake.wait()
-                    job = self._queue.popleft()
-                    self._running = job
-                    self._last_progress = time.monotonic()
-                event = self._transcribe(job)
-                with self._wake:
-                    self._running = None
-                    self._jobs.pop(job.request_id, None)
-                if event is not None:
-                    self._send(Batch(events=[event]))
-        except BaseException:
-            # Without this thread nothing would be transcribed again: let the server restart the
-            # engine (it ends the requests in flight with an error).
-            log.exception("engine %s: the transcription thread failed; exiting", self.graph.name)
-            os._exit(3)
+    def serve(self, job: _Job) -> list[EngineEvent]:
+        event = self._transcribe(job)
+        return [] if job.cancelled or event is None else [event]
 
-    def _transcribe(self, job: _Job) -> EngineEvent | None:
+    def _transcribe(self, job: _Job) -> EngineEvent:
         options = job.command.options
         config = self.pipe.get_generation_config()
         if self.facts.multilingual:  # an English-only model refuses a task or language token
@@ -206,11 +135,11 @@ class SpeechEngine:
             result = self.pipe.generate(job.samples, config, streamer)
         except Exception as exc:
             log.error("engine %s: generate() failed: %s", self.graph.name, reason(exc))
+            self.pipeline_failed()
             message = f"The model could not transcribe the audio: {reason(exc)}"
             return Rejected(request_id=job.request_id, message=message, code="engine_error")
-        if job.cancelled:
-            return None  # the server has forgotten it
         if streamer.error is not None:
+            self.pipeline_failed()  # generate() was cut short by the streamer's CANCEL
             message = f"The model could not transcribe the audio: {streamer.error}"
             return Rejected(request_id=job.request_id, message=message, code="engine_error")
         segments = (
@@ -229,13 +158,12 @@ class SpeechEngine:
 
     def on_text(self, job: _Job, text: str) -> openvino_genai.StreamingStatus:
         """The streamer's new text; whether decoding goes on (not once cancelled)."""
-        self._last_progress = time.monotonic()
-        self._tokens += 1
+        self.progressed()
         job.tokens += 1
         if job.cancelled:
             return _STATUS.CANCEL
         if job.command.options.stream and text:
-            self._send(Batch(events=[Delta(request_id=job.request_id, text=text, tokens=job.tokens)]))
+            self.send(Batch(events=[Delta(request_id=job.request_id, text=text, tokens=job.tokens)]))
         return _STATUS.RUNNING
 
 

@@ -298,7 +298,7 @@ def test_the_decoder_runs_at_most_its_slots_at_once(monkeypatch):
     running, most = 0, 0
     lock = threading.Lock()
 
-    def slow_decode(data, limits):
+    def slow_decode(data, limits, stop=None):
         nonlocal running, most
         with lock:
             running += 1
@@ -345,3 +345,128 @@ def test_damaged_files_are_refused_or_decoded_never_an_error(container_format, c
             assert error.code in {"invalid_audio", "truncated_audio", "empty_audio"}, error.message
         else:
             assert decoded.samples.dtype == np.float32 and np.abs(decoded.samples).max() <= 1.0
+
+
+def float_wav(samples: np.ndarray, rate: int) -> bytes:
+    """A 32-bit float wav (format 3) holding `samples` as they are, NaN included."""
+    data = samples.astype("<f4").tobytes()
+    fmt = struct.pack("<HHIIHH", 3, 1, rate, rate * 4, 4, 32)
+    header = b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) + fmt
+    return header + b"data" + struct.pack("<I", len(data)) + data
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_samples_that_are_not_numbers_are_refused(bad):
+    samples = np.zeros(32_000, np.float32)
+    samples[20_000] = bad  # one sample past the first second's chunk
+    assert "not numbers" in refusal(float_wav(samples, 16_000)).message
+
+
+@pytest.mark.parametrize("rate", [1, 10, 100, 4_000, 7_999])
+def test_rates_no_recording_uses_are_refused_before_decoding(rate):
+    # 60 declared seconds at 1 Hz is a 164-byte file.
+    caught = refusal(float_wav(np.full(60 * rate, np.nan), rate))
+    assert caught.code == "unsupported_audio" and f"{rate} Hz" in caught.message
+
+
+def test_eight_kilohertz_is_accepted():
+    assert decode_audio(float_wav(np.zeros(16_000), 8_000), LIMITS).seconds == pytest.approx(2.0)
+
+
+def undeclared_flac(rate: int, channels: int, seconds: int) -> bytes:
+    """Silence as FLAC at `rate` x `channels`, its STREAMINFO's total sample count zeroed (unknown):
+    a few hundred bytes a second, millions of samples a second to decode."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="flac") as out:
+        stream = out.add_stream("flac", rate=rate, layout=_LAYOUTS[channels])
+        for second in range(seconds):
+            frame = av.AudioFrame.from_ndarray(
+                np.zeros((1, rate * channels), np.float32), format="flt", layout=_LAYOUTS[channels]
+            )
+            frame.sample_rate, frame.pts = rate, second * rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    data = bytearray(buffer.getvalue())
+    assert data[:4] == b"fLaC"
+    data[8 + 13] &= 0xF0  # STREAMINFO: the top 4 of the 36 bits of total samples...
+    data[8 + 14 : 8 + 18] = bytes(4)  # ...and the other 32
+    return bytes(data)
+
+
+def test_decoding_is_bounded_by_samples_times_channels_not_by_seconds():
+    limits = AudioLimits(max_seconds=60)  # 60 s of 48 kHz stereo: 5.76 M samples x channels
+    data = undeclared_flac(384_000, 8, 20)  # 20 s declared as unknown: 61 M samples x channels
+    assert len(data) < 200_000
+    started = time.monotonic()
+    caught = refusal(data, limits)
+    took = time.monotonic() - started
+    assert caught.code == "audio_too_long" and "384000 Hz x 8 channels" in caught.message
+    # Stopped after its budget (1.9 s of this file), not after all 20 s of it.
+    control = decode_audio(encode("flac", "flac", 60, 48_000, 2), limits)
+    assert control.seconds == pytest.approx(60, abs=0.1)
+    print(f"384 kHz x 8 refused after {took:.2f} s")
+
+
+def test_a_declared_costly_file_is_refused_before_decoding():
+    data = encode("flac", "flac", 3, 384_000, 8)  # declares 3 s: 9.2 M samples x channels
+    caught = refusal(data, AudioLimits(max_seconds=60))
+    assert caught.code == "audio_too_long" and "at most 2 s" in caught.message
+
+
+def ape_tag(items: list[tuple[bytes, bytes, int]]) -> bytes:
+    """An APEv2 tag with a header and a footer, as taggers append it to an mp3."""
+    body = b"".join(struct.pack("<II", len(value), flags) + key + b"\0" + value for key, value, flags in items)
+
+    def frame(is_header: bool) -> bytes:
+        flags = 0x80000000 | (0x20000000 if is_header else 0)
+        return b"APETAGEX" + struct.pack("<IIII", 2000, len(body) + 32, len(items), flags) + bytes(8)
+
+    return frame(True) + body + frame(False)
+
+
+@pytest.mark.parametrize("tail", ["ape", "ape+id3v1", "id3v1+ape", "lyrics3+id3v1"])
+def test_tags_after_the_last_mp3_frame_are_not_audio(tail):
+    mp3 = encode("mp3", "libmp3lame", 10.0, 44_100, 2)
+    assert b"Info" in mp3[:400] or b"Xing" in mp3[:400]  # FFmpeg's muxer writes the length tag
+    cover = b"cover.jpg\0" + np.random.default_rng(0).bytes(300_000)
+    ape = ape_tag([(b"Title", b"Song", 0), (b"Cover Art (Front)", cover, 2)])
+    id3v1 = b"TAG" + bytes(125)
+    lyrics = b"LYRICSBEGIN" + b"IND00003110" + b"000022LYRICS200"
+    tails = {"ape": ape, "ape+id3v1": ape + id3v1, "id3v1+ape": id3v1 + ape, "lyrics3+id3v1": lyrics + id3v1}
+    decoded = decode_audio(mp3 + tails[tail], LIMITS)
+    assert decoded.seconds == pytest.approx(10.0, abs=0.05)
+
+
+def test_an_abandoned_decode_stops_and_holds_its_slot_until_then():
+    data = encode("flac", "flac", 60, 48_000, 2)
+    started = time.monotonic()
+    decode_audio(data, LIMITS)
+    control = time.monotonic() - started  # the whole file, decoded
+
+    async def main():
+        decoder = AudioDecoder(slots=1)
+        first = asyncio.ensure_future(decoder.decode(data, LIMITS))
+        await asyncio.sleep(0.02)
+        assert decoder.pool.running == 1
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert decoder.pool.running == 1  # the thread is still the pool's: the slot is held
+        started = time.monotonic()
+        second = await decoder.decode(encode("wav", "pcm_s16le", 1.0, 16_000), LIMITS)
+        return time.monotonic() - started, second, decoder.pool.running
+
+    waited, second, running = asyncio.run(main())
+    assert second.seconds == pytest.approx(1.0) and running == 0
+    # The abandoned decode stopped at its next second of audio, not after all 60.
+    print(f"waited {waited:.3f} s behind an abandoned decode; the whole decode takes {control:.3f} s")
+    assert waited < control / 2, (waited, control)
+
+
+def test_stop_set_before_decoding_stops_it():
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(audio.Stopped):
+        decode_audio(encode("wav", "pcm_s16le", 2.0, 16_000), LIMITS, stop)

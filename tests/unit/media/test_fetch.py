@@ -20,6 +20,7 @@ import pytest
 from appliance.errors import InvalidRequest
 from appliance.media.fetch import Fetcher
 from appliance.media.policy import build_policy
+from appliance.media.work_pool import WorkPool
 from tests.images import encode, image_server, noise
 
 PNG = encode(noise(20, 10))
@@ -65,7 +66,7 @@ def fetch(url: str, transport: httpx.AsyncBaseTransport | None = None, **setting
     )
 
     async def run() -> bytes:
-        fetcher = Fetcher(policy, resolver=fake_resolver, transport=transport)
+        fetcher = Fetcher(policy, WorkPool("test-fetch", 1), resolver=fake_resolver, transport=transport)
         try:
             return await fetcher.fetch(url)
         finally:
