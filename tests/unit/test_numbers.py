@@ -6,7 +6,6 @@ a graph file, an error naming the file and the field), never a traceback."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from appliance.commands.numbers import Number, Numbers
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph, load_graph
 from appliance.settings import Settings
+from tests.settings_env import clean_environment
 
 DIGITS = "9" * 401
 BAD = ("nan", "inf", "-inf", "1e400", DIGITS, f"-{DIGITS}")
@@ -94,21 +94,11 @@ def test_every_numeric_flag_refuses_non_finite_and_absurd_values(
         assert f"argument {flag}" in err and "is not" in err and len(err) < 300, err
 
 
-def _clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in list(os.environ):
-        if name.startswith("APPLIANCE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    config = tmp_path / "settings.toml"
-    config.write_text("")
-    return config
-
-
 @pytest.mark.parametrize("field", [path for path, _ in _numeric_fields(Settings)])
 def test_every_numeric_setting_refuses_them_from_the_environment_and_the_file(
     field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _clean(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     for value in BAD:
         with monkeypatch.context() as env:
             env.setenv(f"APPLIANCE_{field.upper()}", value)
@@ -128,7 +118,7 @@ def test_a_memory_budget_beyond_any_machine_is_one_line(
     subcommand: str, budget: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Once an OverflowError traceback from `config`, `check` and `serve` for 401 digits."""
-    config = _clean(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     config.write_text(f'memory_budget = "{budget}"\n')
     (tmp_path / "graphs").mkdir()
     monkeypatch.setattr("appliance.engine.host.devices.available_devices", lambda: ["CPU"])
