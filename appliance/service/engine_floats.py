@@ -42,7 +42,7 @@ def engine_float(value: float | None, param: str) -> float | None:
         return value
     reads = "0 or a denormal" if abs(value) < _SMALLEST_NORMAL else "not a finite number"
     raise InvalidRequest(
-        f"{param} is {value!r}: the engine reads it as a 32-bit float, where it is {reads} (a 32-bit float "
+        f"{param} is {value}: the engine reads it as a 32-bit float, where it is {reads} (a 32-bit float "
         f"holds 0 and magnitudes from {_SMALLEST_NORMAL:.4g} to {_LARGEST:.4g}).",
         param=param,
     )
