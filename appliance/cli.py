@@ -2,7 +2,8 @@
 
 The core commands (`appliance.commands`: serve, config, check, devices) and the tools
 (`appliance.tools`: demo, export, bench, soak) each register their subcommand and run it. This
-module only builds the parser, sets up logging, and turns configuration mistakes into exit code 2.
+module only builds the parser, sets up logging, and turns configuration mistakes into exit code 2,
+each told in one line (argparse's own refusals too).
 
 No parser accepts abbreviated flags: argparse would otherwise read `serve --model X` as
 `--model-cache-dir X` and `serve --api-key secret` as `--api-key-file secret`, silently.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 
 from appliance import __version__
 from appliance.commands import COMMANDS
@@ -31,6 +32,11 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        # One line, as every other mistake gets (`appliance: ...`): serve's usage alone runs to
+        # dozens of lines, above the one that says what was wrong.
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _versions() -> str:
@@ -55,8 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `appliance ARGV`; returns the exit code."""
-    args = _parser().parse_args(argv)
+    """Run `appliance ARGV`; returns the exit code (2, with a one-line message, for a bad flag or
+    value: numeric flags are read by `commands.numbers`)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exited:  # argparse's refusal (or --help, --version): its message is out
+        return exited.code if isinstance(exited.code, int) else 0
     # `serve` configures logging again once its settings (log_level, log_format) are known.
     configure_logging(getattr(args, "log_level", None) or "info", getattr(args, "log_format", None) or "text")
     try:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from appliance.errors import ConfigError
 
 __all__ = [
     "BudgetSpec",
+    "MAX_SIZE",
     "MemoryBudget",
     "box_memory",
     "format_bytes",
@@ -44,6 +46,8 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _HOW = 'a size such as "12GiB", "800MB" or 1073741824 (bytes), or a share of the box\'s memory such as "80%"'
+MAX_SIZE = 1 << 60
+"""The largest budget written as a size (1 EiB): a larger one is a typo."""
 _NO_LIMIT_V1 = 1 << 60
 """cgroup v1 writes "no limit" as a page-rounded LONG_MAX: anything this large is no limit."""
 
@@ -55,10 +59,17 @@ def parse_size(text: str) -> int:
     unit = match.group(2).upper() if match else ""
     if match is None or unit not in _UNITS:
         raise ConfigError(f"memory_budget: {text!r} is not {_HOW} (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
-    size = int(float(match.group(1)) * _UNITS[unit])
+    # Decimal, not float: a float of 401 digits is infinity, and int() of that a traceback.
+    size = int(Decimal(match.group(1)) * _UNITS[unit])
     if size <= 0:
         raise ConfigError(f"memory_budget: {text!r} is no memory at all; leave it empty for no budget")
+    if size > MAX_SIZE:
+        raise ConfigError(f"memory_budget: {_short(text)} is more memory than any machine has (at most 1 EiB)")
     return size
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 24 else f"{text[:24]}... ({len(text)} characters)")
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ def parse_memory_budget(text: str) -> BudgetSpec | None:
         return BudgetSpec(size=parse_size(text))
     percent = float(match.group(1))
     if not 0 < percent <= 100:
-        raise ConfigError(f"memory_budget: {text!r}: a share of the box's memory is above 0% and at most 100%")
+        raise ConfigError(f"memory_budget: {_short(text)}: a share of the box's memory is above 0% and at most 100%")
     return BudgetSpec(percent=percent)
 
 

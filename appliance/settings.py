@@ -34,6 +34,7 @@ __all__ = [
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
 ENV_PREFIX = "APPLIANCE_"
+_GIB = 1 << 30
 MAX_DRAIN_SECONDS = 3600.0
 """The longest drain (on SIGTERM, or `POST /admin/models/NAME/unload`): finite, so a drain ends."""
 
@@ -55,9 +56,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     )
     host: Annotated[str, _about("address to listen on, 0.0.0.0 for every interface")] = "127.0.0.1"
     port: Annotated[int, _about("port to listen on", ge=0, le=65535)] = 8000
-    max_body_size: Annotated[int, _about("largest request body accepted; larger ones get 413", "BYTES", ge=1024)] = (
-        32 * 1024 * 1024
-    )
+    max_body_size: Annotated[
+        int, _about("largest request body accepted; larger ones get 413", "BYTES", ge=1024, le=_GIB * 4)
+    ] = 32 * 1024 * 1024
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _about("how much the server logs")] = "info"
     log_format: Annotated[
         Literal["text", "json"],
@@ -100,6 +101,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "open client connections at most; more get 503 and are closed at once (lowered to fit "
             "the open-file limit, keeping 256 descriptors for the models)",
             ge=1,
+            le=1_000_000,
         ),
     ] = 1000
     max_stored_responses: Annotated[
@@ -108,6 +110,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "Responses API: stored responses kept at most (64 MiB of them, each for an hour); when "
             "full, the oldest of the API key holding the largest share goes first",
             ge=0,
+            le=1_000_000,
         ),
     ] = 1024
     max_loaded_models: Annotated[
@@ -119,6 +122,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "the graph's load_timeout_seconds)",
             "N",
             ge=0,
+            le=10_000,
         ),
     ] = 0
     load_queue_size: Annotated[
@@ -128,6 +132,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             "one model share its place); a request for one more gets 503 with Retry-After at once",
             "N",
             ge=1,
+            le=10_000,
         ),
     ] = 8
     min_resident_seconds: Annotated[
@@ -247,7 +252,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         ),
     ] = ""
     max_image_bytes: Annotated[
-        int, _about("largest encoded image: a download, a file or a data URL's decoded payload", "BYTES", ge=1)
+        int, _about("largest encoded image: a download, a file or a data URL's decoded payload", "BYTES", ge=1, le=_GIB)
     ] = 20 * 1024 * 1024
     media_fetch_timeout: Annotated[
         float, _about("seconds one image download may take, DNS to last byte, redirects included", "S", gt=0, le=3600)

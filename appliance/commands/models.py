@@ -7,6 +7,9 @@ import argparse
 import json
 import sys
 
+from appliance.commands.numbers import Number
+from appliance.settings import MAX_DRAIN_SECONDS
+
 __all__ = ["register", "run"]
 
 
@@ -23,7 +26,11 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default http://127.0.0.1:8000)")
     parser.add_argument("--admin-key", metavar="KEY", help="an admin key, for a server that has them")
     parser.add_argument(
-        "--drain-seconds", type=float, default=30.0, metavar="S", help="unload: how long requests may finish"
+        "--drain-seconds",
+        type=Number(float, 0, MAX_DRAIN_SECONDS),
+        default=30.0,
+        metavar="S",
+        help="unload: how long requests may finish",
     )
     parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
     return parser

@@ -1,7 +1,8 @@
 """`appliance serve`: its flags are generated from `Settings`, so names, defaults and help agree.
 
 Each field of `appliance.settings.Settings` becomes `--field-name`, with the field's description as
-help and its default appended. Every flag defaults to None ("not given"), which leaves the value to
+help and its default appended; a numeric one reads its value within the field's bounds
+(`numbers.of_meta`). Every flag defaults to None ("not given"), which leaves the value to
 `load_settings`: flags > environment > settings file > defaults.
 """
 
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 import msgspec
 
+from appliance.commands.numbers import of_meta
 from appliance.errors import ConfigError
 from appliance.logs import configure_logging
 from appliance.settings import DEFAULT_CONFIG, Settings, comma_list, resolve_settings
@@ -137,7 +139,18 @@ def _add_flag(container: argparse._ActionsContainer, field: msgspec.structs.Fiel
     elif get_origin(kind) is tuple:
         options.update(type=comma_list, metavar=metavar)
         description = f"comma-separated {description}"
-    elif kind in (str, int, float):
+    elif kind in (int, float):
+        bounds = {
+            name: value
+            for meta in metas
+            for name in ("ge", "gt", "le", "lt")
+            if (value := getattr(meta, name)) is not None
+        }
+        try:
+            options.update(type=of_meta(kind, **bounds), metavar=metavar)
+        except ValueError as exc:
+            raise TypeError(f"Settings.{field.name}: {exc}") from None
+    elif kind is str:
         options.update(type=kind, metavar=metavar)
     else:
         raise TypeError(f"Settings.{field.name}: no command-line flag for type {kind!r}")

@@ -20,6 +20,8 @@
   tokens) shows, each with why.
 - `vision.py`: a vision model's image size rule, image token count and marker tokens.
 - `model_json.py`: a model folder's JSON files, read leniently.
+- `numbers.py`: the bounded number types every number of a graph file has (no `nan`, `inf` or
+  401-digit integer gets past reading).
 
 Named for the files rather than `graphs` (the top-level directory of graph files) or `models`
 (the top-level directory of model folders). Depends only on `appliance.errors` (and

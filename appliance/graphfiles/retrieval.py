@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
 from appliance.graphfiles.model_json import json_object
+from appliance.graphfiles.numbers import PositiveInt
 
 __all__ = ["RetrievalConfig", "RetrievalSettings", "resolve", "retrieval_kind"]
 
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 _POOLING_MODES = (
     ("pooling_mode_mean_tokens", "mean"),

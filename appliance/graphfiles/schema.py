@@ -15,6 +15,7 @@ import msgspec
 
 from appliance.graphfiles.facts import ModelFacts, read_facts
 from appliance.graphfiles.footprint import Footprint, estimate_footprint
+from appliance.graphfiles.numbers import FiniteFloat, Int64, NonNegativeInt, PositiveInt
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
 from appliance.graphfiles.speech import SpeechFacts, SpeechSettings, is_whisper, read_speech_facts
 from appliance.graphfiles.tts import OPENAI_INPUT_CHARS, TtsFacts, TtsSettings, is_speecht5, read_tts_facts
@@ -36,9 +37,7 @@ __all__ = [
 ]
 
 ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
-PluginValue = str | int | float | bool
+PluginValue = str | Int64 | FiniteFloat | bool
 _DAY = 86_400
 """Upper bound of the graph's durations in seconds: TOML can write `inf`, which would disable a timeout."""
 GGUF_SUFFIX = ".gguf"

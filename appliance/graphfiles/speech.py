@@ -41,10 +41,10 @@ class SpeechSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """Decoded audio one request may carry (longer files get a 400 before any is transcribed).
     Whisper reads audio in 30 s windows, one after another: a request's time in the engine grows
     with its duration, and other requests for the model wait behind it."""
-    max_upload_bytes: Annotated[int, msgspec.Meta(ge=1024)] = _OPENAI_UPLOAD_BYTES
+    max_upload_bytes: Annotated[int, msgspec.Meta(ge=1024, le=4 << 30)] = _OPENAI_UPLOAD_BYTES
     """Bytes of one uploaded file (OpenAI's limit, 25 MB, by default). The server's own
     `max_body_size` bounds the whole request too."""
-    max_queued_audio_seconds: Annotated[float, msgspec.Meta(gt=0)] = 7200
+    max_queued_audio_seconds: Annotated[float, msgspec.Meta(gt=0, le=7 * 86_400)] = 7200
     """Audio the model's requests may hold at once, waiting or being transcribed (beyond it: 503
     with Retry-After). Each second is 64 KB of samples in the engine while it waits: the default
     holds at most about 460 MB, whatever `limits.max_queued_requests` allows."""

@@ -12,8 +12,8 @@ __all__ = ["SpeechRequest"]
 
 class SpeechRequest(Struct, kw_only=True, forbid_unknown_fields=True):
     """Text to speak. `voice` is required by OpenAI; here a request without one gets the graph's
-    default voice. `instructions` (gpt-4o-mini-tts's voice direction) and `stream_format: "sse"`
-    are refused by the service, not ignored."""
+    default voice (an empty `voice` names none: a 400). `instructions` (gpt-4o-mini-tts's voice
+    direction) and `stream_format: "sse"` are refused by the service, not ignored."""
 
     input: str
     model: str

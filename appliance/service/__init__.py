@@ -9,7 +9,8 @@ A chat request is planned once, in this order (`chat.plan_chat`), then handed to
 - `constraints` (with `tool_parsers` for a forced call): the output grammar, built on the grammar
   pool (`grammar_builds`: threads of its own, once per constraint in flight, abandoned when the
   client leaves);
-- `sampling` (with `speculative`): the engine's SamplingParams;
+- `sampling` (with `speculative`, and `engine_floats`: one rule for the floats an engine reads in
+  32 bits, a temperature below 1e-5 greedy): the engine's SamplingParams;
 - `chat_output` (with `reasoning`, `tool_parsers`, `streams`): engine events -> answer or chunks;
   the model families' call formats are the `tool_formats` package, one module per family.
 

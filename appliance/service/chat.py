@@ -6,7 +6,10 @@ chat template with their image parts (`chat_prompt`, `images`), the template opt
 (`tool_plan`: one rule for whether tools are in play), the output grammar (`constraints`, off the
 event loop) and the sampling parameters (`sampling`). `open_chat` submits the plan (images are
 fetched only once the engine has admitted the request) and returns a `ChatCall`, from which the
-routes take the answer or its chunks without carrying the graph between service calls.
+routes take the answer or its chunks without carrying the graph between service calls. A request
+with `input_audio` parts is planned twice: first with each recording as empty text, so that every
+check needing no audio refuses it before the speech model hears any (`voice`), then with the text
+heard (its grammar, if any, is remembered from the first plan).
 
 Validation that needs the tokenizer (context length, the chat template itself) happens in the
 engine process before the request reaches the pipeline.
@@ -32,7 +35,7 @@ from appliance.service.prompt_limits import check_messages
 from appliance.service.sampling import sampling_params
 from appliance.service.tool_plan import ToolPlan
 from appliance.service.tool_prompt import shown_tools
-from appliance.service.voice import hear_audio_parts
+from appliance.service.voice import Recordings
 
 __all__ = ["ChatCall", "ChatPlan", "FieldNames", "open_chat", "plan_chat"]
 
@@ -150,14 +153,20 @@ async def open_chat(
 ) -> ChatCall:
     """Plan and submit a chat request; returns once the engine accepted it.
 
-    Images are fetched and decoded only once everything else about the request has been checked
-    and the engine has admitted it (`media`: the server's loader; None allows data URLs only). A
+    Recordings (`input_audio` parts) are transcribed only once the request planned without them
+    passed every check (`voice.Recordings`), images fetched and decoded only once everything else
+    about the request has been checked and the engine has admitted it (`media`: the server's loader; None allows data URLs only). A
     dialect's request made into a chat request gives `names`, so a refusal's `param` is the field
     the client sent (messages name fields only through `param`, or through `names` themselves).
     """
     names = names or _same
     try:
-        request = await hear_audio_parts(engine, request, media)
+        recordings = Recordings.of(engine, request)
+        if recordings is not None:
+            # Every check that needs no audio before any is transcribed (seconds of the speech
+            # engine per recording): the plan of the request with each recording as empty text.
+            await plan_chat(engine, recordings.unheard(), names)
+            request = await recordings.heard(media)
         plan = await plan_chat(engine, request, names)
         if not plan.images:
             stream = await engine.submit(plan.prompt(), plan.params)

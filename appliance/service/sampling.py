@@ -1,6 +1,7 @@
 """Request sampling parameters -> the engine's SamplingParams, with the checks that need the graph.
 
-Types and ranges were checked when the body was decoded; here: the graph's limits and the
+Types and ranges were checked when the body was decoded; here: the floats as the engine reads them
+(32 bits: `engine_floats`, a temperature below 1e-5 greedy), the graph's limits and the
 combinations the engine cannot honour, each refused with a 400 naming the parameter.
 """
 
@@ -10,11 +11,22 @@ from appliance.engine import SamplingParams
 from appliance.errors import InvalidRequest, unsupported
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
+from appliance.service.engine_floats import decoding_temperature, engine_float
 from appliance.service.speculative import assisted_decoding
 
 __all__ = ["sampling_params"]
 
 _SAMPLING_ONLY = ("temperature", "top_p", "top_k", "min_p", "seed")
+_ENGINE_FLOATS = (
+    "top_p",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "length_penalty",
+    "assistant_confidence_threshold",
+)
+"""The request's floats the engine reads as 32-bit floats, besides the temperature (`engine_floats`)."""
 
 
 def sampling_params(
@@ -35,6 +47,8 @@ def sampling_params(
     `logprob_values_optional`: the caller takes per-token entries whose log probability is NaN
     where the pipeline computes none (LMI token objects show null), instead of a refusal."""
     limits = graph.limits
+    for name in _ENGINE_FLOATS:
+        engine_float(getattr(request, name), name)
     if max_tokens is not None and max_tokens > limits.max_tokens_limit:
         raise InvalidRequest(
             f"{max_tokens_param} is {max_tokens}, above this model's limit of {limits.max_tokens_limit}.",
@@ -67,13 +81,15 @@ def sampling_params(
             raise InvalidRequest(
                 f"{name} is {value}, above this model's best_of_limit of {limits.best_of_limit}.", param=name
             )
-    temperature = graph.defaults.temperature if request.temperature is None else request.temperature
+    temperature = decoding_temperature(
+        graph.defaults.temperature if request.temperature is None else request.temperature
+    )
     if best_of > 1:
         if best_of < n:
             raise InvalidRequest(f"best_of ({best_of}) must be at least n ({n}).", param="best_of")
         for name in _SAMPLING_ONLY:
             value = getattr(request, name)
-            if value is not None and not (name == "temperature" and value == 0):
+            if value is not None and not (name == "temperature" and decoding_temperature(value) == 0):
                 raise unsupported(
                     f"{name} cannot be combined with best_of > 1: best_of selects beam search, which does not sample.",
                     name,

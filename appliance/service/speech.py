@@ -23,6 +23,7 @@ from appliance.errors import InvalidRequest, PayloadTooLarge
 from appliance.media.audio import AudioDecoder, AudioLimits
 from appliance.protocol.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 from appliance.protocol.transcription_form import TranscriptionForm, TranslationForm
+from appliance.service.engine_floats import decoding_temperature
 from appliance.service.retrieval import Answered
 from appliance.service.speech_formats import (
     LANGUAGES,
@@ -99,7 +100,7 @@ async def prepare(
         task=task,
         language=language,
         prompt=prompt,
-        temperature=form.temperature,
+        temperature=decoding_temperature(form.temperature),
         segments=form.response_format in ("verbose_json", "srt", "vtt") and granularities != {"word"},
         words="word" in granularities,
         stream=streamed,

@@ -49,7 +49,14 @@ def check(engine: EngineClient, request: SpeechRequest) -> str:
             param="stream_format",
             code="unsupported_value",
         )
-    voice = request.voice or graph.default_voice
+    voice = graph.default_voice if request.voice is None else request.voice
+    if not voice:
+        # OpenAI's API requires a voice: an empty name is a client's mistake, not a request for the default.
+        raise InvalidRequest(
+            f"`voice` is empty: name one of model '{graph.name}''s voices ({', '.join(graph.voices)}), or leave "
+            f"the field out for its default ({graph.default_voice}).",
+            param="voice",
+        )
     if voice not in graph.voices:
         raise InvalidRequest(
             f"Voice '{voice}' is not one of model '{graph.name}''s voices: {', '.join(graph.voices)}.",

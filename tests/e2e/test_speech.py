@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -359,6 +360,62 @@ def test_voice_in_chat_is_refused_clearly(client: openai.OpenAI, server: Running
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="demo-smol", messages=bad, max_tokens=4)
     assert "base64" in refused.value.body["message"]
+
+
+def _audio_heard(server: RunningServer) -> float:
+    """Seconds of audio demo-whisper has transcribed so far (its counter in /metrics)."""
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    prefix = 'appliance_audio_seconds_total{model="demo-whisper"}'
+    return next((float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(prefix)), 0.0)
+
+
+def test_voice_in_chat_refused_for_a_reason_that_needs_no_audio_hears_none(server: RunningServer) -> None:
+    """Issue 49: eight recordings (17 s of speech) with n=2 at temperature 0, or tool_choice
+    required without tools, took 7 s of the speech engine before their 400. Now the 400 comes
+    before any recording is heard: the speech model's counter stays put, and the refusal takes a
+    fraction of a request that transcribes two of them."""
+    wav = base64.b64encode(SPEECH.read_bytes()).decode()
+    part = {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}}
+
+    def ask(parts: int, **fields: object) -> tuple[httpx.Response, float, float]:
+        body = {
+            "model": "demo-smol",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Repeat:"}, *[part] * parts]}],
+            "max_tokens": 4,
+            **fields,
+        }
+        before, started = _audio_heard(server), time.monotonic()
+        answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300)
+        return answer, time.monotonic() - started, _audio_heard(server) - before
+
+    control, control_seconds, heard = ask(2, temperature=0)
+    assert control.status_code == 200 and heard >= 4, (control.text, heard)
+    for fields, param in (
+        ({"n": 2, "temperature": 0}, "n"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 7}}}}, None),
+    ):
+        refused, seconds, heard = ask(8, **fields)
+        print(f"{fields}: {refused.status_code} in {seconds:.3f} s (control {control_seconds:.2f} s), heard {heard} s")
+        assert refused.status_code == 400, refused.text
+        assert param is None or refused.json()["error"]["param"] == param
+        assert heard == 0
+        assert seconds < control_seconds / 2
+
+
+def test_a_temperature_no_float32_holds_decodes_greedily(server: RunningServer) -> None:
+    """Issue 49: temperature=1e-300 was a 500 (0 in the engine's float32, with sampling on); 1e-40
+    (a float32 denormal) sampled garbage. Below 1e-5 is greedy decoding, as 0 is."""
+    for temperature in ("1e-300", "1e-40", "9e-6"):
+        answer = post(
+            server,
+            "transcriptions",
+            {"file": ("x.wav", SPEECH.read_bytes())},
+            {"model": "demo-whisper", "temperature": temperature, "response_format": "verbose_json"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE, answer.text
+        assert {segment["temperature"] for segment in answer.json()["segments"]} == {0.0}
 
 
 def test_audio_held_at_once_is_bounded(server: RunningServer) -> None:

@@ -122,6 +122,7 @@ def test_raw_http_without_voice_takes_the_default(server: RunningServer) -> None
     ("fields", "param", "says"),
     [
         ({"voice": "nova"}, "voice", "alloy, echo"),
+        ({"voice": ""}, "voice", "empty"),
         ({"speed": 1.5}, "speed", "speed 1.0 only"),
         ({"speed": 9.0}, "speed", ""),
         ({"instructions": "Speak cheerfully."}, "instructions", "no instructions"),

@@ -135,7 +135,6 @@ def _args(*flags: str) -> argparse.Namespace:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--multi-turn", "0"), "at least one turn"),
         (("--multi-turn", "4", "--rate", "1"), "not --rate"),
         (("--multi-turn", "4", "--plot", "x.png"), "no plot"),
     ],
@@ -143,6 +142,12 @@ def _args(*flags: str) -> argparse.Namespace:
 def test_multi_turn_flags_that_are_refused(flags: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         run(_args(*flags))
+
+
+def test_a_conversation_has_at_least_one_turn(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _args("--multi-turn", "0")
+    assert "argument --multi-turn: '0' is not a whole number from 1 to 1000" in capsys.readouterr().err
 
 
 def test_graph_copy_switches_prefix_caching() -> None:

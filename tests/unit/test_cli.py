@@ -4,7 +4,6 @@ described, fast start, and tools kept beside the core."""
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from appliance.cli import _parser, main
 from appliance.commands import COMMANDS, serve
 from appliance.settings import Settings
 from appliance.tools import TOOLS
+from tests.settings_env import clean_environment
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -89,8 +89,9 @@ def test_version_names_openvino_and_openvino_genai(capsys: pytest.CaptureFixture
 
 def test_bad_bench_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--graph", "g.toml", "--concurrency", "1,x"]) == 2
-    assert "--concurrency '1,x'" in capsys.readouterr().err
+    assert "argument --concurrency: 'x' in '1,x' is not a whole number" in capsys.readouterr().err
     assert main(["bench", "--graph", "g.toml", "--requests", "0"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1  # one line, no usage
 
 
 def test_chat_bench_flags_are_refused_on_an_embedding_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,22 +109,10 @@ def test_the_command_line_starts_without_heavy_imports() -> None:
     assert not [name for name in heavy if f"'{name}'" in loaded]
 
 
-def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No APPLIANCE_* variables, the working directory `tmp_path`, and an empty settings file to
-    pass as --config (not /etc/appliance/appliance.toml, whatever this machine has there)."""
-    for name in list(os.environ):
-        if name.startswith("APPLIANCE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    config = tmp_path / "none.toml"
-    config.write_text("")
-    return config
-
-
 def test_serve_without_a_graphs_directory_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     # Default graphs/ (missing here): exit 2 with one line, no traceback, before OpenVINO loads.
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err
@@ -134,7 +123,7 @@ def test_serve_without_a_graphs_directory_says_what_to_do(
 def test_serve_takes_the_graphs_as_an_argument_and_an_empty_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     served: list[Settings] = []
     monkeypatch.setattr("appliance.server.serve", lambda settings: served.append(settings) or 0)
     empty = tmp_path / "graphs"
@@ -161,7 +150,7 @@ def _bad_graphs(root: Path) -> Path:
 def test_check_reports_every_mistake_and_defaults_like_serve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     monkeypatch.setattr("appliance.engine.host.devices.available_devices", lambda: ["CPU"])
     _bad_graphs(tmp_path)
     for argv in ([], ["graphs"], ["--graphs", "graphs"]):
@@ -183,7 +172,7 @@ def test_config_prints_the_settings_and_where_each_came_from(
 ) -> None:
     import tomllib
 
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     config.write_text('port = 7000\nhost = "10.0.0.1"\nallowed_hosts = ["a"]\n')
     monkeypatch.setenv("APPLIANCE_HOST", "0.0.0.0")
     assert main(["config", "--config", str(config), "--drain-seconds", "5", "one.toml"]) == 0
@@ -207,7 +196,7 @@ def _lists() -> dict[str, list[str]]:
 def test_an_appliance_variable_naming_no_setting_stops_start_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     (tmp_path / "graphs").mkdir()
     monkeypatch.setenv("APPLIANCE_PROT", "9000")
     for command in ("serve", "config", "check"):
@@ -221,7 +210,7 @@ def test_config_shows_the_warning_for_an_open_network(
 ) -> None:
     import tomllib
 
-    config = _clean_environment(monkeypatch, tmp_path)
+    config = clean_environment(monkeypatch, tmp_path)
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     assert main(["config", "--config", str(config), "--host", "0.0.0.0"]) == 0
     out = capsys.readouterr().out

@@ -125,6 +125,7 @@ def test_the_voice_asked_or_the_default(engine: _Engine) -> None:
     ("fields", "param", "says"),
     [
         ({"voice": "nova"}, "voice", "voices: alloy, echo"),
+        ({"voice": ""}, "voice", "`voice` is empty"),
         ({"speed": 0.5}, "speed", "speed 1.0 only"),
         ({"instructions": "Whisper."}, "instructions", "no instructions"),
         ({"stream_format": "sse"}, "stream_format", "'sse' is not served"),

@@ -7,7 +7,13 @@ import functools
 import sys
 from pathlib import Path
 
+from appliance.commands.numbers import SEED, Number, Numbers
+
 __all__ = ["register", "run"]
+
+_COUNT = Number(int, 1, 1_000_000)
+_MS = Number(float, 0, 3_600_000, low_open=True)
+"""Milliseconds of a goodput target."""
 
 
 def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,42 +34,46 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument("--model", help="model name to send (default: the graph's name)")
     parser.add_argument("--api-key", metavar="KEY", help="bearer key for --url")
     parser.add_argument(
-        "--concurrency", metavar="N,N,...", help="concurrency levels (default 1,4,16; a speech graph 1,4,8)"
+        "--concurrency",
+        type=Numbers(Number(int, 1, 100_000)),
+        metavar="N,N,...",
+        help="concurrency levels (default 1,4,16; a speech graph 1,4,8)",
     )
     parser.add_argument(
         "--rate",
+        type=Numbers(Number(float, 0, 1_000_000, low_open=True)),
         metavar="R,R,...",
         help="open loop: requests arrive as a seeded Poisson process at R per second, one level per rate "
         "(replaces --concurrency)",
     )
     parser.add_argument(
         "--requests",
-        type=int,
+        type=_COUNT,
         metavar="N",
         help="requests per level (default max(8, 4 x concurrency); open loop max(16, 10 x rate); "
         "embeddings max(64, 4 x concurrency); speech max(8, 3 x concurrency))",
     )
     parser.add_argument(
         "--multi-turn",
-        type=int,
+        type=Number(int, 1, 1000),
         default=1,
         metavar="N",
         help="chat conversations of N turns over /v1/chat/completions, each turn sending the history "
         "so far: TTFT per turn, and the appliance with prefix caching on against off (closed loop; "
         "--requests counts conversations; no raw baseline)",
     )
-    parser.add_argument("--prompt-tokens", type=int, metavar="N", help="default 128")
-    parser.add_argument("--output-tokens", type=int, metavar="N", help="default 128")
+    parser.add_argument("--prompt-tokens", type=_COUNT, metavar="N", help="default 128")
+    parser.add_argument("--output-tokens", type=_COUNT, metavar="N", help="default 128")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw throughput and TTFT (PNG)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw pipeline baseline")
     parser.add_argument(
         "--no-appliance", action="store_true", help="do not start the appliance: measure only the peers and raw"
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="prompts and arrival schedule (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, metavar="N", help="prompts and arrival schedule (default 0)")
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=Number(int, 1, 1000),
         default=1,
         metavar="N",
         help="measure every system N times, taking turns each round, and report the spread (the table "
@@ -77,10 +87,10 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "memory at once (the appliance's, the peers', the raw pipeline's)",
     )
     parser.add_argument(
-        "--goodput-ttft", type=float, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
+        "--goodput-ttft", type=_MS, default=1000.0, metavar="MS", help="goodput's TTFT target (default 1000 ms)"
     )
     parser.add_argument(
-        "--goodput-tpot", type=float, default=100.0, metavar="MS", help="goodput's TPOT target (default 100 ms)"
+        "--goodput-tpot", type=_MS, default=100.0, metavar="MS", help="goodput's TPOT target (default 100 ms)"
     )
     speech = parser.add_argument_group("speech: a speech-to-text graph (POST /v1/audio/transcriptions)")
     speech.add_argument(
@@ -92,7 +102,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     speech.add_argument(
         "--audio-seconds",
-        type=float,
+        type=Number(float, 0, 4 * 3600, low_open=True),
         metavar="S",
         help="each request's recording: the clip repeated with 0.5 s of silence, as many times as comes nearest "
         "S seconds (default 30)",
@@ -131,7 +141,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     peers.add_argument(
         "--peer-timeout",
-        type=float,
+        type=Number(float, 0, 86_400, low_open=True),
         default=300.0,
         metavar="S",
         help="seconds a --peer-command gets to answer GET /v1/models (default 300)",
@@ -142,11 +152,10 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark and print its table; 1 when the server did not start or refused the
     workload, ValueError (exit 2) for flags out of range."""
-    levels = _levels(args)
-    rates = _rates(args)
+    # Each flag's range was checked as it was read (`commands.numbers`).
+    levels = args.concurrency or (1, 4, 16)
+    rates = args.rate or ()
     _check_multi_turn(args)
-    if args.repeat < 1:
-        raise ValueError(f"--repeat {args.repeat}: at least one round")
     if args.no_appliance and args.url:
         raise ValueError("--no-appliance and --url: the server at --url is the appliance's turn")
     from appliance.graphfiles import load_graph
@@ -261,41 +270,11 @@ def _speech_flags(args: argparse.Namespace) -> dict[str, object]:
     return {"--audio": args.audio, "--audio-seconds": args.audio_seconds, "--faster-whisper": args.faster_whisper}
 
 
-def _levels(args: argparse.Namespace) -> tuple[int, ...]:
-    """The concurrency levels, after checking them and the counts (ValueError names the flag)."""
-    given = args.concurrency or "1,4,16"
-    try:
-        levels = tuple(int(level) for level in given.split(",") if level.strip())
-    except ValueError:
-        raise ValueError(f"--concurrency {given!r}: expected numbers like 1,4,16") from None
-    counts = (args.prompt_tokens, args.output_tokens, args.requests)
-    if not levels or min(levels) < 1 or any(count is not None and count < 1 for count in counts):
-        raise ValueError("--concurrency, --requests and the token counts must be positive")
-    return levels
-
-
 def _check_multi_turn(args: argparse.Namespace) -> None:
     """--multi-turn's range and the flags it cannot go with (ValueError names them)."""
-    if args.multi_turn < 1:
-        raise ValueError(f"--multi-turn {args.multi_turn}: a conversation needs at least one turn")
     if args.multi_turn == 1:
         return
     if args.rate:
         raise ValueError("--multi-turn runs a closed loop of conversations: use --concurrency, not --rate")
     if args.plot:
         raise ValueError("--multi-turn has no plot: its TTFT per turn is in the table and --json")
-
-
-def _rates(args: argparse.Namespace) -> tuple[float, ...]:
-    """The open-loop arrival rates (empty: closed loop), and the goodput targets, checked."""
-    if min(args.goodput_ttft, args.goodput_tpot) <= 0:
-        raise ValueError("--goodput-ttft and --goodput-tpot must be positive")
-    if not args.rate:
-        return ()
-    try:
-        rates = tuple(float(rate) for rate in args.rate.split(",") if rate.strip())
-    except ValueError:
-        raise ValueError(f"--rate {args.rate!r}: expected requests per second like 0.5,2,8") from None
-    if not rates or min(rates) <= 0 or any(rate != rate or rate == float("inf") for rate in rates):
-        raise ValueError(f"--rate {args.rate!r}: rates must be positive numbers")
-    return rates

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance.commands.numbers import Number, Numbers
 from appliance.graphfiles import Graph, SchedulerSettings, SpeculativeSettings
 
 __all__ = ["build_pair", "main", "run_level"]
@@ -128,13 +129,17 @@ def _prompts(tokenizer, count: int, length: int) -> list:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--root", type=Path, default=Path(".cache/bench-spec"))
-    parser.add_argument("--draft-layers", type=int, default=2)
-    parser.add_argument("--damping", type=float, default=0.02)
-    parser.add_argument("--assistant-tokens", type=int, default=4, help="num_assistant_tokens (default 4)")
-    parser.add_argument("--concurrency", default="1,4")
-    parser.add_argument("--requests", type=int, default=0, help="per level (default 2 x concurrency, at least 3)")
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--prompt-words", type=int, default=100)
+    parser.add_argument("--draft-layers", type=Number(int, 1, 64), default=2)
+    parser.add_argument("--damping", type=Number(float, 0, 1), default=0.02)
+    parser.add_argument(
+        "--assistant-tokens", type=Number(int, 1, 16), default=4, help="num_assistant_tokens (default 4)"
+    )
+    parser.add_argument("--concurrency", type=Numbers(Number(int, 1, 1024)), default="1,4")
+    parser.add_argument(
+        "--requests", type=Number(int, 0, 1_000_000), default=0, help="per level (default 2 x concurrency, at least 3)"
+    )
+    parser.add_argument("--max-tokens", type=Number(int, 1, 1_000_000), default=128)
+    parser.add_argument("--prompt-words", type=Number(int, 1, 1_000_000), default=100)
     args = parser.parse_args(argv)
 
     from appliance.engine.worker.pipelines import load_pipeline
@@ -159,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{'concurrency':>11} {'requests':>8} {'plain tok/s':>11} {'spec tok/s':>10} {'speed-up':>8} {'acceptance':>10}"
     )
-    for level in (int(c) for c in args.concurrency.split(",")):
+    for level in args.concurrency:
         count = args.requests or max(3, 2 * level)
         prompts = _prompts(tokenizer, count, args.prompt_words)
         # One warm-up request each: the first inference compiles kernels and sizes the KV cache.

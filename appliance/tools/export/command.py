@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from appliance.commands.numbers import Number
 from appliance.graphfiles import DEFAULT_MAX_PROMPT_LEN, GGUF_SUFFIX
 from appliance.tools.export import ir
 from appliance.tools.export.ir import WEIGHT_FORMATS, ExportError
@@ -36,7 +37,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     parser.add_argument(
         "--max-prompt-len",
-        type=int,
+        type=Number(int, 1, 1 << 20),
         default=DEFAULT_MAX_PROMPT_LEN,
         metavar="N",
         help=f"NPU graphs: longest prompt in tokens (MAX_PROMPT_LEN, default {DEFAULT_MAX_PROMPT_LEN})",

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from appliance.commands.numbers import SEED, Number
+
 __all__ = ["register", "run"]
 
 
@@ -19,19 +21,28 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "RSS and open fds of the server's processes (read from /proc: run it on the same machine).",
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="server to soak (default http://127.0.0.1:8000)")
-    parser.add_argument("--minutes", type=float, default=5.0, help="default 5")
-    parser.add_argument("--concurrency", type=int, default=8, help="clients at once (default 8)")
+    parser.add_argument("--minutes", type=Number(float, 0, 7 * 24 * 60, low_open=True), default=5.0, help="default 5")
+    parser.add_argument("--concurrency", type=Number(int, 1, 10_000), default=8, help="clients at once (default 8)")
     parser.add_argument("--model", default="demo-chat", help="text model (default demo-chat)")
     parser.add_argument("--vision-model", help="also send images to this model (e.g. demo-vision)")
-    parser.add_argument("--max-tokens", type=int, default=48, help="largest max_tokens drawn (default 48)")
     parser.add_argument(
-        "--disconnect-fraction", type=float, default=0.15, help="clients that hang up early (default 0.15)"
+        "--max-tokens", type=Number(int, 1, 1_000_000), default=48, help="largest max_tokens drawn (default 48)"
     )
     parser.add_argument(
-        "--burst-every", type=float, default=60.0, metavar="S", help="seconds between bursts (default 60)"
+        "--disconnect-fraction",
+        type=Number(float, 0, 1),
+        default=0.15,
+        help="clients that hang up early (default 0.15)",
+    )
+    parser.add_argument(
+        "--burst-every",
+        type=Number(float, 0, 86_400, low_open=True),
+        default=60.0,
+        metavar="S",
+        help="seconds between bursts (default 60)",
     )
     parser.add_argument("--api-key", help="bearer key, when the server needs one")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
     return parser
 

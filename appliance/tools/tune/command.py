@@ -9,10 +9,13 @@ import functools
 import os
 from pathlib import Path
 
+from appliance.commands.numbers import Number
+
 __all__ = ["register", "run"]
 
 _TUNABLE = ("LM_CB", "VLM_CB")
 _DEFAULT_WEIGHTS = "int8_sym,int8_asym,int4_sym_g64,int4_sym_g32"
+_TOKENS = Number(int, 1, 1_000_000)
 
 
 def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -29,14 +32,20 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     parser.add_argument("graphs", nargs="+", type=Path, metavar="GRAPH", help="graph files to tune")
     parser.add_argument(
-        "--budget", type=float, default=600.0, metavar="SECONDS", help="time for each graph's search (default 600)"
+        "--budget",
+        type=Number(float, 0, 7 * 86400, low_open=True),
+        default=600.0,
+        metavar="SECONDS",
+        help="time for each graph's search (default 600)",
     )
-    parser.add_argument("--prompt-tokens", type=int, default=128, metavar="N", help="default 128")
-    parser.add_argument("--output-tokens", type=int, default=64, metavar="N", help="default 64")
-    parser.add_argument("--busy", type=int, default=4, metavar="N", help="streams of the busy level (default 4)")
+    parser.add_argument("--prompt-tokens", type=_TOKENS, default=128, metavar="N", help="default 128")
+    parser.add_argument("--output-tokens", type=_TOKENS, default=64, metavar="N", help="default 64")
+    parser.add_argument(
+        "--busy", type=Number(int, 2, 1024), default=4, metavar="N", help="streams of the busy level (default 4)"
+    )
     parser.add_argument(
         "--level-seconds",
-        type=float,
+        type=Number(float, 0, 3600),
         default=3.0,
         metavar="S",
         help="each level of each form runs at least this long (default 3; longer: steadier figures)",
@@ -57,7 +66,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     parser.add_argument(
         "--max-perplexity-loss",
-        type=float,
+        type=Number(float, 0, 100, high_open=True),
         default=0.0,
         metavar="PERCENT",
         help="let a weight format that writes other greedy tokens win when its perplexity on tune's text "
@@ -78,16 +87,6 @@ def run(args: argparse.Namespace) -> int:
     from appliance.tools.tune.measure import Workload, measure
     from appliance.tools.tune.search import search
 
-    for name, value in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
-        if value < 1:
-            print(f"appliance tune: {name} must be at least 1")
-            return 2
-    if args.busy < 2 or args.budget <= 0 or args.level_seconds < 0 or not 0 <= args.max_perplexity_loss < 100:
-        print(
-            "appliance tune: --busy takes 2 or more streams, --budget and --level-seconds positive seconds, "
-            "--max-perplexity-loss a per cent from 0 to 100"
-        )
-        return 2
     weights = [] if args.weights.strip().lower() == "none" else [f for f in args.weights.split(",") if f.strip()]
     from appliance.tools.tune.weights import SOURCE, WEIGHT_FORMATS, candidate_dir, remove_candidate
 
