@@ -9,8 +9,10 @@ FIFO queue, as on the stateful engine:
 - the main thread takes commands: a `Transcribe` is checked at once (`Rejected` while another
   request runs) and queued; `Cancel` drops a queued request or stops the running one at its next
   token (the streamer answers CANCEL);
-- the transcription thread calls `generate()`, which releases the GIL; with `stream`, its streamer
-  sends the text as it is decoded in `Delta`s;
+- the transcription thread first asks the graph's voice-activity model, if it names one, whether
+  the recording holds speech (`voice_activity`: none gives empty text without calling Whisper),
+  then calls `generate()`, which releases the GIL; with `stream`, its streamer sends the text as it
+  is decoded in `Delta`s;
 - the main thread sends `Stats` every 0.5 s, carrying how long the running request has waited for
   a token (`stalled_seconds`): the server's hang watchdog judges from that, not from silence.
 
@@ -48,6 +50,7 @@ from appliance.engine.messages import (
 from appliance.engine.worker.base import STATS_INTERVAL_S
 from appliance.engine.worker.inbox import Inbox
 from appliance.engine.worker.preparer import reason
+from appliance.engine.worker.voice_activity import voice_activity_of
 from appliance.graphfiles import Graph
 
 __all__ = ["MIN_SAMPLES", "SpeechEngine"]
@@ -78,6 +81,7 @@ class SpeechEngine:
         self.pipe = openvino_genai.WhisperPipeline(
             str(graph.model_dir), graph.device, word_timestamps=graph.speech.word_timestamps, **graph.plugin_config
         )
+        self.voice_activity = voice_activity_of(graph)
         self.max_context = facts.text_tokens
         self._jobs: dict[int, _Job] = {}
         self._queue: deque[_Job] = deque()
@@ -188,6 +192,8 @@ class SpeechEngine:
             os._exit(3)
 
     def _transcribe(self, job: _Job) -> EngineEvent | None:
+        if not self._holds_speech(job):
+            return None if job.cancelled else _heard_nothing(job)
         options = job.command.options
         config = self.pipe.get_generation_config()
         if self.facts.multilingual:  # an English-only model refuses a task or language token
@@ -227,6 +233,22 @@ class SpeechEngine:
             tokens=job.tokens,
         )
 
+    def _holds_speech(self, job: _Job) -> bool:
+        """Whether the graph's voice-activity model hears speech in the job's audio (True without
+        one, False once the job is cancelled); each block it reads counts as progress."""
+        if self.voice_activity is None:
+            return True
+
+        def keep_going() -> bool:
+            self._last_progress = time.monotonic()
+            return not job.cancelled
+
+        try:
+            return bool(self.voice_activity.holds_speech(job.samples, keep_going))
+        except Exception as exc:  # the check is a filter: without it Whisper reads the audio, as without a model
+            log.error("engine %s: the voice-activity model failed: %s", self.graph.name, reason(exc))
+            return not job.cancelled
+
     def on_text(self, job: _Job, text: str) -> openvino_genai.StreamingStatus:
         """The streamer's new text; whether decoding goes on (not once cancelled)."""
         self._last_progress = time.monotonic()
@@ -237,6 +259,11 @@ class SpeechEngine:
         if job.command.options.stream and text:
             self._send(Batch(events=[Delta(request_id=job.request_id, text=text, tokens=job.tokens)]))
         return _STATUS.RUNNING
+
+
+def _heard_nothing(job: _Job) -> Transcribed:
+    """The answer for a recording with no speech: no text, no segments, no words."""
+    return Transcribed(request_id=job.request_id, text="", language=job.command.options.language or "")
 
 
 class _Streamer:
