@@ -75,7 +75,7 @@ def test_word_timestamps_need_alignment_heads(tmp_path: Path) -> None:
 
 def test_the_voice_activity_model_is_a_file_beside_the_graph(tmp_path: Path) -> None:
     assert load_graph(_graph(tmp_path, WHISPER)).vad_model is None
-    vad = "[speech]\nvad_model = \"vad/silero.onnx\"\n"
+    vad = '[speech]\nvad_model = "vad/silero.onnx"\n'
     with pytest.raises(ConfigError, match=r"`speech.vad_model`: .*silero.onnx is not a file"):
         load_graph(_graph(tmp_path, WHISPER, vad))
     (tmp_path / "vad").mkdir()
