@@ -14,6 +14,7 @@ from appliance.engine.worker.voice_activity import (
     BLOCK_FRAMES,
     FRAME_SAMPLES,
     SileroSequence,
+    SpeechRuns,
     VoiceActivity,
     frame_blocks,
     speech_runs,
@@ -62,6 +63,10 @@ def test_runs_of_speech_follow_silero_hysteresis() -> None:
     assert speech_runs(p, 0.5, min_silence_frames=5) == [(1, 12)]
     assert speech_runs(p, 0.95, min_silence_frames=3) == []
     assert speech_runs(np.array([0.9, 0.9, 0.1], dtype=np.float32), 0.5, 3) == [(0, 2)]
+    fed = SpeechRuns(0.5, min_silence_frames=3)
+    for block in np.split(p, [2, 3, 7]):  # the same, block by block
+        fed.feed(block)
+    assert fed.runs() == [(1, 6), (10, 12)] and fed.longest() == 5
 
 
 def test_speech_must_last_the_minimum() -> None:
@@ -95,6 +100,11 @@ def test_reads_in_blocks_and_stops_when_told() -> None:
     model.calls = 0
     assert check.holds_speech(long, twice) is None
     assert model.calls == 2 and len(asked) == 3
+    model.calls = 0
+    spoken = long.copy()
+    spoken[FRAME_SAMPLES * (BLOCK_FRAMES - 4) : FRAME_SAMPLES * (BLOCK_FRAMES + 6)] = 0.9  # across two blocks
+    assert check.holds_speech(spoken, _always) is True
+    assert model.calls == 2  # no further block read once speech is found
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,18 @@ block of `BLOCK_FRAMES` frames (16.4 s), the state carried to the next block, so
 are the streaming model's (silero_vad_openvino_16k.onnx, one call per frame) within 0.002 on
 clean speech, for a sixth of its time.
 
-Cost, measured on an AMD EPYC (2 cores, AVX-512 VNNI) shared with other work: 0.04 s of one core
-per minute of audio (0.21 s with the streaming model), so about 1.1 s for the default
-`speech.max_audio_seconds` (30 min), which Whisper tiny.en reads in minutes. It runs on the
-engine's transcription thread and stops between blocks when its request is cancelled.
+Cost, measured on an AMD EPYC (2 cores, AVX-512 VNNI) shared with other work: 0.04 s of CPU per
+minute of audio (0.05-0.08 s wall on the busy box; 0.21 s with the streaming model), 0.8 s of CPU
+(1.6 s wall) for the default `speech.max_audio_seconds` of 30 min, where Whisper tiny.en takes
+3.4 s per minute of speech (about 2 %; larger Whispers make it less). A recording with speech
+costs less: the reading stops at the first block holding a run long enough (16 s read, 10 ms).
+It runs on the engine's transcription thread and stops between blocks when its request is
+cancelled.
 
 What counts as speech follows silero's `get_speech_timestamps`: a run opens at a frame of
-probability `threshold` or more and closes after `_MIN_SILENCE_SECONDS` below `threshold - 0.15`;
-a recording holds speech when a run lasts `min_speech_seconds`. Speech scores about 1.0, digital
-silence 0.01, white noise at any level under 0.1 (measured on tests/data/capital-of-france.wav).
+probability `threshold` or more and closes after 100 ms below `threshold - 0.15`; a recording
+holds speech when a run lasts `min_speech_seconds`. Speech scores about 1.0, digital silence
+0.01, white noise at any level under 0.1 (measured on tests/data/capital-of-france.wav).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "BLOCK_FRAMES",
     "FRAME_SAMPLES",
     "SileroSequence",
+    "SpeechRuns",
     "VoiceActivity",
     "frame_blocks",
     "speech_runs",
@@ -55,8 +59,8 @@ BLOCK_FRAMES = 512
 _STATE_SHAPE = (1, 1, 128)
 _HYSTERESIS = 0.15
 """A run of speech goes on while the probability stays above `threshold - 0.15` (silero's rule)."""
-_MIN_SILENCE_SECONDS = 0.1
-"""Quiet that closes a run of speech (silero's `min_silence_duration_ms` default)."""
+_MIN_SILENCE_FRAMES = round(0.1 * SAMPLE_RATE / FRAME_SAMPLES)
+"""Quiet that closes a run of speech: silero's `min_silence_duration_ms` default, 100 ms."""
 _INPUTS, _OUTPUTS = {"input", "h", "c"}, {"speech_probs", "hn", "cn"}
 
 
@@ -105,12 +109,17 @@ class VoiceActivity:
 
     def holds_speech(self, samples: np.ndarray, keep_going: Callable[[], bool]) -> bool | None:
         """Whether the 16 kHz mono float `samples` hold a run of speech of the minimum length;
-        None when `keep_going` (asked before each block) says stop."""
-        probabilities = self.probabilities(samples, keep_going)
-        if probabilities is None:
-            return None
-        runs = speech_runs(probabilities, self.threshold, round(_MIN_SILENCE_SECONDS * SAMPLE_RATE / FRAME_SAMPLES))
-        return any(end - start >= self._min_speech_frames for start, end in runs)
+        None when `keep_going` (asked before each block) says stop. Stops reading at the first
+        block where such a run is found: a recording with speech costs a block or two."""
+        self._model.reset()
+        runs = SpeechRuns(self.threshold, _MIN_SILENCE_FRAMES)
+        for block in frame_blocks(samples, BLOCK_FRAMES):
+            if not keep_going():
+                return None
+            runs.feed(self._model(block))
+            if runs.longest() >= self._min_speech_frames:
+                return True
+        return False
 
     def probabilities(self, samples: np.ndarray, keep_going: Callable[[], bool]) -> np.ndarray | None:
         """Each 32 ms frame's speech probability, [ceil(len(samples) / 512)]; None if stopped."""
@@ -153,25 +162,47 @@ def frame_blocks(samples: np.ndarray, block_frames: int) -> Iterator[np.ndarray]
         yield block
 
 
+class SpeechRuns:
+    """The runs of speech in frame probabilities fed block by block, as [start, end) frame indices:
+    a run opens at a frame of `threshold` or more and closes after `min_silence_frames` frames in a
+    row below `threshold - 0.15` (its end the first of them)."""
+
+    def __init__(self, threshold: float, min_silence_frames: int) -> None:
+        self._threshold = threshold
+        self._quiet_below = max(threshold - _HYSTERESIS, 0.01)
+        self._min_silence_frames = min_silence_frames
+        self.closed: list[tuple[int, int]] = []
+        self._start: int | None = None
+        self._quiet = 0
+        self._frames = 0
+
+    def feed(self, probabilities: np.ndarray) -> None:
+        for probability in probabilities.tolist():
+            index, self._frames = self._frames, self._frames + 1
+            if self._start is None:
+                if probability >= self._threshold:
+                    self._start, self._quiet = index, 0
+            elif probability < self._quiet_below:
+                self._quiet += 1
+                if self._quiet >= self._min_silence_frames:
+                    self.closed.append((self._start, index + 1 - self._quiet))
+                    self._start = None
+            else:
+                self._quiet = 0
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The runs so far, the open one ending where the frames fed end (less its quiet frames)."""
+        if self._start is None:
+            return list(self.closed)
+        return [*self.closed, (self._start, self._frames - self._quiet)]
+
+    def longest(self) -> int:
+        """Frames in the longest run so far."""
+        return max((end - start for start, end in self.runs()), default=0)
+
+
 def speech_runs(probabilities: np.ndarray, threshold: float, min_silence_frames: int) -> list[tuple[int, int]]:
-    """The runs of speech in per-frame `probabilities`, as [start, end) frame indices: a run opens
-    at a frame of `threshold` or more and closes after `min_silence_frames` frames in a row below
-    `threshold - 0.15` (its end the first of them)."""
-    quiet_below = max(threshold - _HYSTERESIS, 0.01)
-    runs: list[tuple[int, int]] = []
-    start: int | None = None
-    quiet = 0
-    for index, probability in enumerate(probabilities.tolist()):
-        if start is None:
-            if probability >= threshold:
-                start, quiet = index, 0
-        elif probability < quiet_below:
-            quiet += 1
-            if quiet >= min_silence_frames:
-                runs.append((start, index + 1 - quiet))
-                start = None
-        else:
-            quiet = 0
-    if start is not None:
-        runs.append((start, len(probabilities) - quiet))
-    return runs
+    """The runs of speech in per-frame `probabilities` (see `SpeechRuns`)."""
+    runs = SpeechRuns(threshold, min_silence_frames)
+    runs.feed(probabilities)
+    return runs.runs()
