@@ -5,7 +5,9 @@ Each part becomes a text part in place, before the request is planned, so every 
 (`max_prompt_chars`, the context) applies to what was heard. Checked first, before any audio is
 decoded: the graph names a speech model, at most `MAX_AUDIO_PARTS` parts, each part's base64 at
 most the speech graph's `speech.max_upload_bytes`; then each recording is decoded and bounded as an
-upload to `/v1/audio/transcriptions` is (`service.speech.hear`), one after the other.
+upload to `/v1/audio/transcriptions` is (`service.speech.hear`), one after the other. A recording
+in which the speech graph's voice-activity check hears no speech is heard as "": the model reads
+the message's other parts alone (docs/speech.md, "Silence and noise").
 """
 
 from __future__ import annotations

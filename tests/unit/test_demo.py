@@ -316,9 +316,10 @@ def test_demo_smol_graph_text() -> None:
     assert "plugin_config" not in graph
 
 
-def test_repository_demo_smol_graph_is_what_demo_writes() -> None:
-    text = render_graph(RECIPES["demo-smol"], REPO / "graphs", REPO / "models")
-    assert (REPO / "graphs" / "demo-smol.toml").read_text() == text
+@pytest.mark.parametrize("name", ["demo-smol", "demo-whisper"])
+def test_repository_demo_graph_is_what_demo_writes(name: str) -> None:
+    text = render_graph(RECIPES[name], REPO / "graphs", REPO / "models")
+    assert (REPO / "graphs" / f"{name}.toml").read_text() == text
 
 
 def test_packaged_gguf_is_hard_linked_and_rerun_is_a_noop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
