@@ -1,7 +1,8 @@
 """Speech to text on a real server (issue 41): demo-whisper (OpenAI's whisper tiny.en) transcribes
 espeak-ng's "The capital of France is Paris." through the official `openai` SDK in every response
 format and container, streamed and not; demo-whisper-multi (random weights) translates and takes
-languages; a five-minute file is read in windows; bad uploads are 400s (or 413) beside a neighbour
+languages; a five-minute file is read in windows; silence and noise come back empty, in chat too
+(issue 49: demo-whisper's voice-activity check); bad uploads are 400s (or 413) beside a neighbour
 chat stream, which loses nothing."""
 
 from __future__ import annotations
