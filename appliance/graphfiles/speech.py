@@ -52,6 +52,17 @@ class SpeechSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """Serve `timestamp_granularities[]=word` (verbose_json). The pipeline then computes word
     alignments for every request (it is a constructor flag), which costs time; the model's
     generation_config.json must give `alignment_heads`."""
+    vad_model: str | None = None
+    """A voice-activity model checked before Whisper (silero-vad's `silero_vad_16k_sequence.onnx`,
+    relative to the graph file's directory unless absolute): a recording in which it hears no
+    speech is answered with empty text and no segments, and Whisper never reads it. None: no check,
+    and Whisper reads silence and noise too, where it may invent words ("you"; docs/speech.md)."""
+    vad_threshold: Annotated[float, msgspec.Meta(gt=0, lt=1)] = 0.5
+    """The voice-activity model's speech probability from which a 32 ms frame counts as speech
+    (silero's default; speech scores about 1.0 there, silence and white noise under 0.1)."""
+    vad_min_speech_seconds: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.25
+    """The shortest run of speech that counts (silero's default, 250 ms): a click or a cough
+    shorter than this is not speech."""
 
 
 @dataclass(frozen=True)

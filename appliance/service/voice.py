@@ -9,7 +9,9 @@ base64 at most the speech graph's `speech.max_upload_bytes`), and `Recordings.un
 request with each part as empty text, which `service.chat` plans (every check of the chat plan:
 sampling, `n`, tools, response formats, message and image counts) before `Recordings.heard` reads
 every part's base64, then decodes each recording, bounds it as an upload to
-`/v1/audio/transcriptions` is (`service.speech.hear`) and transcribes it, one after the other.
+`/v1/audio/transcriptions` is (`service.speech.hear`) and transcribes it, one after the other. A recording
+in which the speech graph's voice-activity check hears no speech is heard as "": the model reads
+the message's other parts alone (docs/speech.md, "Silence and noise").
 """
 
 from __future__ import annotations

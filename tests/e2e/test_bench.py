@@ -227,7 +227,7 @@ def test_bench_command_on_a_speech_graph(whisper_root: Path, tmp_path: Path) -> 
 
     graph = tmp_path / "demo-whisper.toml"
     source = (whisper_root / "graphs" / "demo-whisper.toml").read_text()
-    graph.write_text(source.replace('model_path = "../models/', f'model_path = "{whisper_root.resolve()}/models/'))
+    graph.write_text(source.replace('"../models/', f'"{whisper_root.resolve()}/models/'))
     report_path = tmp_path / "speech.json"
     result = subprocess.run(
         [

@@ -1,7 +1,8 @@
 """Speech to text on a real server (issue 41): demo-whisper (OpenAI's whisper tiny.en) transcribes
 espeak-ng's "The capital of France is Paris." through the official `openai` SDK in every response
 format and container, streamed and not; demo-whisper-multi (random weights) translates and takes
-languages; a five-minute file is read in windows; bad uploads are 400s (or 413) beside a neighbour
+languages; a five-minute file is read in windows; silence and noise come back empty, in chat too
+(issue 49: demo-whisper's voice-activity check); bad uploads are 400s (or 413) beside a neighbour
 chat stream, which loses nothing."""
 
 from __future__ import annotations
@@ -183,6 +184,41 @@ def test_five_minutes_in_windows(client: openai.OpenAI, samples: np.ndarray) -> 
     assert result.segments[-1].end > 270
 
 
+def _quiet(kind: str, seconds: float) -> np.ndarray:
+    if kind == "silence":
+        return np.zeros(round(16000 * seconds), dtype=np.float32)
+    return np.random.default_rng(49).uniform(-0.3, 0.3, round(16000 * seconds)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("kind", "seconds"), [("silence", 3), ("silence", 35), ("white noise", 3)])
+def test_no_speech_is_heard_as_nothing(client: openai.OpenAI, kind: str, seconds: float) -> None:
+    """Issue 49: Whisper writes "you" on silence and noise; the voice-activity check before it
+    (demo-whisper's `speech.vad_model`) answers empty text, no segments, no words, no cue."""
+    flac = ("quiet.flac", encoded(_quiet(kind, seconds), "flac", "flac"))
+    verbose = client.audio.transcriptions.create(
+        model="demo-whisper", file=flac, response_format="verbose_json", timestamp_granularities=["word", "segment"]
+    )
+    assert (verbose.text, verbose.segments, verbose.words) == ("", [], [])
+    assert verbose.duration == pytest.approx(seconds, abs=0.01) and verbose.language == "english"
+    assert client.audio.transcriptions.create(model="demo-whisper", file=flac).text == ""
+    assert client.audio.transcriptions.create(model="demo-whisper", file=flac, response_format="text").strip() == ""
+    assert client.audio.transcriptions.create(model="demo-whisper", file=flac, response_format="srt") == ""
+    vtt = client.audio.transcriptions.create(model="demo-whisper", file=flac, response_format="vtt")
+    assert vtt.strip() == "WEBVTT"
+    events = list(client.audio.transcriptions.create(model="demo-whisper", file=flac, stream=True))
+    assert [(event.type, getattr(event, "text", None)) for event in events] == [("transcript.text.done", "")]
+
+
+def test_speech_between_silences_is_heard(client: openai.OpenAI, samples: np.ndarray) -> None:
+    gap = np.zeros(16000 * 3, dtype=np.float32)
+    padded = np.concatenate([gap, samples, gap])
+    result = client.audio.transcriptions.create(
+        model="demo-whisper", file=("padded.flac", encoded(padded, "flac", "flac")), response_format="verbose_json"
+    )
+    assert word_error_rate(SAID, result.text) <= MAX_WORD_ERROR_RATE, result.text
+    assert result.segments  # tiny.en starts its one segment at 0.0 all the same
+
+
 def test_concurrent_requests_all_answered(client: openai.OpenAI) -> None:
     with ThreadPoolExecutor(4) as pool:
         texts = list(
@@ -345,6 +381,26 @@ def test_voice_in_chat_is_heard_by_the_speech_model(client: openai.OpenAI) -> No
     # The model read what was heard: the same prompt as the sentence typed.
     assert reply.usage.prompt_tokens == typed.usage.prompt_tokens
     assert reply.choices[0].message.content == typed.choices[0].message.content
+
+
+def test_silent_voice_in_chat_is_heard_as_nothing(client: openai.OpenAI, samples: np.ndarray) -> None:
+    """A recording with no speech is heard as empty text: the model reads the message's other parts
+    alone (docs/speech.md), not a word Whisper would have invented."""
+    question = "Repeat this sentence:"
+    silent = encoded(np.zeros(16000 * 3, dtype=np.float32), "wav", "pcm_s16le")
+    reply = client.chat.completions.create(
+        model="demo-smol", messages=voice(question, silent), temperature=0, max_tokens=16
+    )
+    typed = client.chat.completions.create(
+        model="demo-smol",
+        messages=[{"role": "user", "content": [{"type": "text", "text": question}, {"type": "text", "text": ""}]}],
+        temperature=0,
+        max_tokens=16,
+    )
+    assert reply.usage.prompt_tokens == typed.usage.prompt_tokens
+    assert reply.choices[0].message.content == typed.choices[0].message.content
+    alone = client.chat.completions.create(model="demo-smol", messages=voice(None, silent), max_tokens=4)
+    assert alone.choices[0].finish_reason in ("stop", "length")
 
 
 def test_voice_in_chat_is_refused_clearly(client: openai.OpenAI, server: RunningServer) -> None:

@@ -89,6 +89,16 @@ def test_tiny_en_transcribes_the_capital_of_france(tiny_en, speech: np.ndarray) 
     assert words(result.texts[0])[-1] == "paris"
 
 
+def test_tiny_en_invents_words_on_silence_and_noise(tiny_en) -> None:
+    """Why demo-whisper's graph has a voice-activity check (issue 49): on 3 s of digital silence
+    tiny.en writes " you", on white noise a sentence nobody said."""
+    noise = np.random.default_rng(49).uniform(-0.3, 0.3, 16000 * 3).astype(np.float32)
+    for quiet in (np.zeros(16000 * 3, dtype=np.float32), noise):
+        result = tiny_en.generate(quiet, return_timestamps=True)
+        print("tiny.en heard in no speech:", result.texts)
+        assert words(result.texts[0]) and result.chunks
+
+
 def test_segments_carry_timestamps(tiny_en, speech: np.ndarray) -> None:
     duration = len(speech) / 16000
     result = tiny_en.generate(speech, return_timestamps=True)

@@ -281,6 +281,14 @@ def test_served_graph_copy_points_at_the_same_model(tmp_path: Path) -> None:
     text = _absolute_paths(graph)
     assert f'model_path = "{(tmp_path / "models" / "m").resolve()}"' in text
     assert text.startswith("# comment kept\n") and "max_tokens_limit = 8" in text
+    # A speech graph's voice-activity model too, inside its table (and nothing else there).
+    graph.write_text(
+        'name = "w"\nmodel_path = "../models/w"\n\n[speech]\nword_timestamps = true\n'
+        'vad_model = "../models/w/vad.onnx"   # silero\n\n[limits]\nvad_model = 3\n'
+    )
+    text = _absolute_paths(graph)
+    assert f'vad_model = "{(tmp_path / "models" / "w" / "vad.onnx").resolve()}"\n' in text
+    assert text.endswith("[limits]\nvad_model = 3\n") and "word_timestamps = true" in text
 
 
 class _FakeHandle:

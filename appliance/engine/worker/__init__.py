@@ -4,8 +4,8 @@
   graph, reports `Ready` or `LoadFailed`, reads commands into the `inbox`.
 - `base`: what the generative engines share; `batching` (continuous batching:
   `add_request`/`step`) and `stateful` (one `generate()` at a time: NPU) build on it.
-- `retrieval` (embedding and rerank), `speech` (speech to text), `tts` (text to speech): the
-  other engines.
+- `retrieval` (embedding and rerank), `speech` (speech to text, after the graph's
+  voice-activity check, `voice_activity`), `tts` (text to speech): the other engines.
 - `pipelines`: building a graph's pipeline; `generation`: request parameters to a
   `GenerationConfig`.
 - `preparer`: prompts rendered (`prompts`, with clients' control tokens kept as text,

@@ -10,8 +10,10 @@ FIFO queue (`fifo.FifoEngine`: the pipeline is built anew after any call that fa
   would refuse or misread, a prompt over half the text window counted in the model's tokens,
   samples that are not finite) and queued; `Cancel` stops the running one at its next token (the
   streamer answers CANCEL);
-- the transcription thread calls `generate()`, which releases the GIL; with `stream`, its streamer
-  sends the text as it is decoded in `Delta`s.
+- the transcription thread first asks the graph's voice-activity model, if it names one, whether
+  the recording holds speech (`voice_activity`: none gives empty text without calling Whisper),
+  then calls `generate()`, which releases the GIL; with `stream`, its streamer sends the text as it
+  is decoded in `Delta`s.
 
 Fairness is first come, first served: a request's time in the engine grows with its audio's
 duration, which the server bounds (`speech.max_audio_seconds`) before anything is sent here.
@@ -29,6 +31,7 @@ import openvino_genai
 from appliance.engine.messages import Batch, Delta, EngineEvent, Rejected, Transcribe, Transcribed
 from appliance.engine.worker.fifo import FifoEngine
 from appliance.engine.worker.preparer import reason
+from appliance.engine.worker.voice_activity import voice_activity_of
 from appliance.graphfiles import Graph
 
 __all__ = ["MIN_SAMPLES", "SpeechEngine"]
@@ -65,6 +68,7 @@ class SpeechEngine(FifoEngine[_Job]):
             ),
         )
         self.tokenizer = self.pipe.get_tokenizer()
+        self.voice_activity = voice_activity_of(graph)
         self.max_context = facts.text_tokens
         self.max_prompt_tokens = facts.text_tokens // 2 - 1
         """Whisper reads at most this much prompt (OpenAI's whisper keeps the last 223 of 448);
@@ -116,7 +120,9 @@ class SpeechEngine(FifoEngine[_Job]):
         event = self._transcribe(job)
         return [] if job.cancelled or event is None else [event]
 
-    def _transcribe(self, job: _Job) -> EngineEvent:
+    def _transcribe(self, job: _Job) -> EngineEvent | None:
+        if not self._holds_speech(job):
+            return None if job.cancelled else _heard_nothing(job)
         options = job.command.options
         config = self.pipe.get_generation_config()
         if self.facts.multilingual:  # an English-only model refuses a task or language token
@@ -156,6 +162,22 @@ class SpeechEngine(FifoEngine[_Job]):
             tokens=job.tokens,
         )
 
+    def _holds_speech(self, job: _Job) -> bool:
+        """Whether the graph's voice-activity model hears speech in the job's audio (True without
+        one, False once the job is cancelled); each block it reads counts as progress."""
+        if self.voice_activity is None:
+            return True
+
+        def keep_going() -> bool:
+            self.progressed(0)
+            return not job.cancelled
+
+        try:
+            return bool(self.voice_activity.holds_speech(job.samples, keep_going))
+        except Exception as exc:  # the check is a filter: without it Whisper reads the audio, as without a model
+            log.error("engine %s: the voice-activity model failed: %s", self.graph.name, reason(exc))
+            return not job.cancelled
+
     def on_text(self, job: _Job, text: str) -> openvino_genai.StreamingStatus:
         """The streamer's new text; whether decoding goes on (not once cancelled)."""
         self.progressed()
@@ -165,6 +187,11 @@ class SpeechEngine(FifoEngine[_Job]):
         if job.command.options.stream and text:
             self.send(Batch(events=[Delta(request_id=job.request_id, text=text, tokens=job.tokens)]))
         return _STATUS.RUNNING
+
+
+def _heard_nothing(job: _Job) -> Transcribed:
+    """The answer for a recording with no speech: no text, no segments, no words."""
+    return Transcribed(request_id=job.request_id, text="", language=job.command.options.language or "")
 
 
 class _Streamer:

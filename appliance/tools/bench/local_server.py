@@ -66,22 +66,51 @@ class LocalServer:
         self._tmp.cleanup()
 
 
+_TABLE_PATHS = (("speech", "vad_model"),)
+"""Paths inside a table, relative to the graph file as the top-level `*_path` keys are."""
+
+
 def _absolute_paths(source: Path) -> str:
-    """The graph file's text with every top-level `*_path` value made absolute (relative to the file)."""
+    """The graph file's text with every top-level `*_path` value, and each of `_TABLE_PATHS`, made
+    absolute (relative to the file)."""
     text = source.read_text(encoding="utf-8")
-    for key, value in tomllib.loads(text).items():
-        if key.endswith("_path") and isinstance(value, str) and not Path(value).is_absolute():
-            absolute = (source.parent / value).resolve()
+    graph = tomllib.loads(text)
+    found = [(None, key, value) for key, value in graph.items() if key.endswith("_path")]
+    for table, key in _TABLE_PATHS:
+        values = graph.get(table)
+        if isinstance(values, dict) and key in values:
+            found.append((table, key, values[key]))
+    for table, key, value in found:
+        if isinstance(value, str) and not Path(value).is_absolute():
             # A JSON string is a valid TOML basic string.
-            line = f"{key} = {json.dumps(str(absolute))}"
-            text = re.sub(
+            line = f"{key} = {json.dumps(str((source.parent / value).resolve()))}"
+            span = _table_span(text, table)
+            if span is None:  # written inline (`speech = {...}`): left as it is
+                continue
+            start, end = span
+            body = re.sub(
                 rf"^{re.escape(key)}\s*=.*$",
                 line.replace("\\", "\\\\"),  # a replacement template: backslashes escaped
-                text,
+                text[start:end],
                 count=1,
                 flags=re.MULTILINE,
             )
+            text = text[:start] + body + text[end:]
     return text
+
+
+def _table_span(text: str, table: str | None) -> tuple[int, int] | None:
+    """Where the lines of `[table]` are in a graph file's text (`table` None: the top level, before
+    any table); None when it has no such table."""
+    if table is None:
+        start = 0
+    else:
+        header = re.search(rf"^\[{re.escape(table)}\][ \t]*(#.*)?$", text, flags=re.MULTILINE)
+        if header is None:
+            return None
+        start = header.end()
+    following = re.search(r"^\[", text[start:], flags=re.MULTILINE)
+    return start, start + following.start() if following else len(text)
 
 
 def with_prefix_caching(text: str, enabled: bool, source: Path) -> str:
@@ -89,14 +118,13 @@ def with_prefix_caching(text: str, enabled: bool, source: Path) -> str:
     replaced, added to the table, or the table added); ValueError naming `source` if the result
     does not read back as asked (e.g. the scheduler written as an inline table)."""
     line = f"enable_prefix_caching = {'true' if enabled else 'false'}"
-    header = re.search(r"^\[scheduler\][ \t]*(#.*)?$", text, flags=re.MULTILINE)
-    if header is None:
+    span = _table_span(text, "scheduler")
+    if span is None:
         text = f"{text.rstrip()}\n\n[scheduler]\n{line}\n"
     else:
-        following = re.search(r"^\[", text[header.end() :], flags=re.MULTILINE)
-        end = header.end() + following.start() if following else len(text)
-        body, found = re.subn(r"^enable_prefix_caching\s*=.*$", line, text[header.end() : end], count=1, flags=re.M)
-        text = text[: header.end()] + (body if found else f"\n{line}{body}") + text[end:]
+        start, end = span
+        body, found = re.subn(r"^enable_prefix_caching\s*=.*$", line, text[start:end], count=1, flags=re.M)
+        text = text[:start] + (body if found else f"\n{line}{body}") + text[end:]
     try:
         scheduler = tomllib.loads(text).get("scheduler")
     except tomllib.TOMLDecodeError:

