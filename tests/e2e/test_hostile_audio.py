@@ -265,3 +265,16 @@ def test_an_mp3_with_an_apev2_tag_after_its_frames_is_heard_whole(server: Runnin
     answer = transcribe(server, mp3 + header + body + footer, BYSTANDER, name="a.mp3")
     assert answer.status_code == 200, answer.text
     assert word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE
+
+
+def test_a_transcription_whose_client_left_frees_the_engine(server: RunningServer) -> None:
+    # About 4 minutes of speech: some 17 s of the engine here, if nobody stopped it.
+    speech = read_wav(SPEECH)
+    long = float_wav(np.concatenate([speech, np.zeros(8_000, np.float32)] * 80), 16_000)
+    control, _ = timed(lambda: bystander(server))
+    with pytest.raises(httpx.ReadTimeout):
+        transcribe(server, long, HOSTILE, timeout=httpx.Timeout(30, read=2.0))
+    waited, heard = timed(lambda: bystander(server))
+    print(f"bystander {waited:.2f} s after a 4-minute transcription's client left (control {control:.2f} s)")
+    assert word_error_rate(SAID, heard) <= MAX_WORD_ERROR_RATE
+    assert waited <= max(5.0, 5 * control)
