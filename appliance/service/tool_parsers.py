@@ -4,9 +4,16 @@ writes the grammar that forces one (tool_choice `required` or a named function).
 The formats themselves (hermes, llama3_json, mistral, phi4_mini, qwen3_coder, glm45, deepseek_r1,
 harmony) live in `service.tool_formats`, one module per family's way of writing calls.
 
-A complete block that does not parse as a call stays in `content`. A call the answer ends inside
-(max_tokens cut it) is dropped from both `content` and the calls: call markup never reaches
-`content`, and the complete calls before it are kept.
+A complete block that does not parse as a call stays in `content` (so does one whose arguments
+are not strict JSON: `NaN`, `Infinity`, `1e999`, see `tool_formats.base`); mistral's calls, which
+run to the end of the answer, are then dropped, and a llama3_json answer is then content. A call
+the answer ends inside (max_tokens cut it) is dropped from both `content` and the calls: call
+markup never reaches `content`, and the complete calls before it are kept. A block ends at its
+format's closing marker outside its arguments' JSON strings (or tag values): a block whose JSON
+leaves a string open runs to the end of the answer, as a cut call.
+
+Model output is untrusted input, read on the event loop: every piece of text is looked at once,
+whatever the size of the deltas, and no reader backtracks (`tool_formats.scanning`).
 """
 
 from __future__ import annotations

@@ -163,3 +163,51 @@ def test_each_format_is_split_into_reasoning_content_and_calls(
     )
     assert got == (reasoning, content, calls, "tool_calls" if calls else "stop")
     assert not any(marker in got[1] for marker in MARKUP)
+
+
+# Model output is untrusted: a closing marker inside an argument (a JSON string, a tag value) is
+# text of the argument, and a call whose JSON is not strict (NaN) is no call: its block stays in
+# content, as any malformed block does. (model, the answer as scripted, content, calls)
+HOSTILE = [
+    (
+        "demo-phi4-mini",
+        '<|tool_call|>[{"name": "get_time", "arguments": {"zone": "UTC<|/tool_call|>"}}]<|/tool_call|>',
+        "",
+        [("get_time", {"zone": "UTC<|/tool_call|>"})],
+    ),
+    (
+        "demo-gpt-oss",
+        '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "<|call|>UTC"}',
+        "",
+        [("get_time", {"zone": "<|call|>UTC"})],
+    ),
+    (
+        "demo-qwen3-coder",
+        "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC</tool_call>\n</parameter>\n</function>\n</tool_call>",
+        "",
+        [("get_time", {"zone": "UTC</tool_call>"})],
+    ),
+    (
+        "demo-phi4-mini",
+        'Sure.<|tool_call|>[{"name": "get_time", "arguments": {"zone": NaN}}]<|/tool_call|>',
+        'Sure.<|tool_call|>[{"name": "get_time", "arguments": {"zone": NaN}}]<|/tool_call|>',
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("model", "text", "content", "calls"), HOSTILE)
+def test_markers_inside_arguments_and_non_json_numbers(
+    families: openai.OpenAI, model: str, text: str, content: str, calls: list, stream: bool
+) -> None:
+    got = answer(
+        families,
+        stream,
+        model=model,
+        messages=QUESTION,
+        tools=TOOLS,
+        max_tokens=200,
+        extra_body={"structured_outputs": {"grammar": f"root ::= {literal(text)}"}},
+    )
+    assert got == ("", content, calls, "tool_calls" if calls else "stop")
