@@ -19,10 +19,9 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from appliance.service.pieces import ContentPiece, ReasoningPiece, ToolCallPiece, _ChoiceParsers
 from appliance.service.tool_formats import FORMATS
 from appliance.service.tool_parsers import ParsedCall, tool_parser
-from tests.unit.test_tool_formats import DS_BEGIN, DS_END, TOOLS, run
+from tests.unit.test_tool_formats import DS_BEGIN, DS_END, run, split
 
 SIZE = 128 * 1024
 DELTA = 3
@@ -82,21 +81,6 @@ SHAPES: list[tuple[str, str | None, str | None, Callable[[int], str]]] = [
 ]
 
 
-def answer(reasoning: str | None, tools: str | None, text: str, delta: int) -> tuple[str, str, list]:
-    """(reasoning, content, [(name, arguments)]) of `text` through one choice's parsers, in
-    deltas of `delta` characters, as `service.pieces` runs them."""
-    parsers = _ChoiceParsers(0, reasoning, tools, "", tuple(TOOLS))
-    pieces = []
-    for start in range(0, len(text), delta):
-        pieces += parsers.feed(text[start : start + delta], None, final=False)
-    pieces += parsers.feed("", None, final=True)
-    return (
-        "".join(piece.text for piece in pieces if isinstance(piece, ReasoningPiece)),
-        "".join(piece.text for piece in pieces if isinstance(piece, ContentPiece)),
-        [(piece.name, json.loads(piece.arguments)) for piece in pieces if isinstance(piece, ToolCallPiece)],
-    )
-
-
 def seconds(work: Callable[[], object], loops: int) -> float:
     """CPU seconds of one run of `work` (the thread's own time: on a shared box, waiting for a
     core is not the parser's cost)."""
@@ -134,7 +118,7 @@ def test_parsers_are_linear_on_hostile_output(
     half, whole = make(SIZE // 2), make(SIZE)
     assert len(whole) > SIZE * 0.9
     small, large = best_times(
-        lambda: answer(reasoning, tools, half, delta), lambda: answer(reasoning, tools, whole, delta)
+        lambda: split(half, reasoning, tools, delta), lambda: split(whole, reasoning, tools, delta)
     )
     assert large < BOUND, f"{large:.2f} s for 128 KB"
     assert large < GROWTH * small, f"twice the text took {large / small:.1f}x the time ({small:.4f} s, {large:.4f} s)"
@@ -277,7 +261,7 @@ def test_harmony_tags_inside_a_call_string_are_text(tag: str, chunk: int) -> Non
         "<|channel|>analysis<|message|>Time.<|end|><|start|>assistant<|channel|>commentary to=functions.get_time "
         f'<|constrain|>json<|message|>{{"zone": "{tag}\\"{tag}"}}<|call|>'
     )
-    assert answer("harmony", "harmony", text, chunk) == ("Time.", "", [("get_time", {"zone": f'{tag}"{tag}'})])
+    assert split(text, "harmony", "harmony", chunk) == ("Time.", "", [("get_time", {"zone": f'{tag}"{tag}'})])
 
 
 def test_an_unclosed_string_runs_to_the_end_and_is_dropped() -> None:
