@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from appliance.service.tool_formats import HarmonyChannels
-from appliance.service.tool_formats.scanning import BLANK, held_back, may_become
+from appliance.service.tool_formats.scanning import blank_end, held_back, may_become
 
 __all__ = ["REASONING_PARSERS", "ReasoningStream", "reasoning_stream"]
 
@@ -42,15 +42,15 @@ class ReasoningStream:
         reasoning = ""
         position = 0
         if self._state == "start":
-            blank_end = BLANK.match(text, position).end()  # type: ignore[union-attr]
-            self._blank.append(text[position:blank_end])
-            if text.startswith(OPEN, blank_end):
-                self._state, self._blank, position = "reasoning", [], blank_end + len(OPEN)
-            elif not final and may_become(text, blank_end, (OPEN,)):
-                self._held = text[blank_end:]
+            start = blank_end(text, position)
+            self._blank.append(text[position:start])
+            if text.startswith(OPEN, start):
+                self._state, self._blank, position = "reasoning", [], start + len(OPEN)
+            elif not final and may_become(text, start, (OPEN,)):
+                self._held = text[start:]
                 return "", ""  # may still become <think>
             else:
-                self._state, text, position = "content", "".join(self._blank) + text[blank_end:], 0
+                self._state, text, position = "content", "".join(self._blank) + text[start:], 0
                 self._blank = []
         if self._state == "reasoning":
             end = text.find(CLOSE, position)
@@ -61,7 +61,7 @@ class ReasoningStream:
             reasoning, position, self._state = text[position:end], end + len(CLOSE), "after"
         if self._state == "after":
             # Models put a blank line between the block and the answer; it belongs to neither.
-            position = BLANK.match(text, position).end()  # type: ignore[union-attr]
+            position = blank_end(text, position)
             if position == len(text):
                 return reasoning, ""
             self._state = "content"

@@ -29,7 +29,7 @@ from appliance.protocol.openai import Tool
 from appliance.service.tool_formats import CallFormat, ParsedCall, call_format
 from appliance.service.tool_formats.base import NO_SCHEMAS
 from appliance.service.tool_formats.json_calls import Llama3Json
-from appliance.service.tool_formats.scanning import BLANK, Scanner, held_back, may_become
+from appliance.service.tool_formats.scanning import Scanner, blank_end, held_back, may_become
 
 __all__ = [
     "ParsedCall",
@@ -106,7 +106,7 @@ class ToolCallStream:
 
     def _first(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
         """llama3_json: the answer is calls only if it starts like one."""
-        start = BLANK.match(text, position).end()  # type: ignore[union-attr]
+        start = blank_end(text, position)
         self._blank.append(text[position:start])
         tag = Llama3Json.TAG
         if not final and may_become(text, start, (tag,)):
@@ -153,7 +153,7 @@ class ToolCallStream:
         return end if found else None
 
     def _between(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
-        start = BLANK.match(text, position).end()  # type: ignore[union-attr]
+        start = blank_end(text, position)
         self._blank.append(text[position:start])
         if text.startswith(self.parser.marker, start):
             self._blank = []  # blank text between blocks belongs to neither

@@ -19,7 +19,7 @@ from typing import Any
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.grammar.json_schema import SPACE
-from appliance.service.tool_formats.scanning import BLANK, JsonScanner, Scanner
+from appliance.service.tool_formats.scanning import JsonScanner, Scanner, blank_end
 
 __all__ = [
     "DECODER",
@@ -97,11 +97,11 @@ def json_values(text: str, position: int, separator: str) -> list[tuple[Any, int
     with the position after it; stops at the first thing that is not one."""
     values: list[tuple[Any, int]] = []
     while True:
-        start = BLANK.match(text, position).end()  # type: ignore[union-attr]
+        start = blank_end(text, position)
         if values:
             if not text.startswith(separator, start):
                 return values
-            start = BLANK.match(text, start + len(separator)).end()  # type: ignore[union-attr]
+            start = blank_end(text, start + len(separator))
         try:
             value, position = DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):  # a model can write 2,000 brackets as well as text

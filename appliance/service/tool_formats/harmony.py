@@ -32,7 +32,7 @@ from typing import Any
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallFormat, ParsedCall, json_call
-from appliance.service.tool_formats.scanning import BLANK, JsonScanner, held_back, may_become
+from appliance.service.tool_formats.scanning import JsonScanner, blank_end, held_back, may_become
 
 __all__ = ["Harmony", "HarmonyChannels"]
 
@@ -132,17 +132,17 @@ class HarmonyChannels:
         return "".join(reasoning), "".join(content)
 
     def _start(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
-        blank_end = BLANK.match(text, position).end()  # type: ignore[union-attr]
-        self._blank.append(text[position:blank_end])
-        if text.startswith((START, CHANNEL), blank_end):
+        start = blank_end(text, position)
+        self._blank.append(text[position:start])
+        if text.startswith((START, CHANNEL), start):
             self._state, self._blank, self._parts = "header", [], []
-            return blank_end
-        if not final and may_become(text, blank_end, (START, CHANNEL)):
-            self._held = text[blank_end:]  # may still become a header
+            return start
+        if not final and may_become(text, start, (START, CHANNEL)):
+            self._held = text[start:]  # may still become a header
             return None
         content.append("".join(self._blank))
         self._state, self._blank = "plain", []
-        return blank_end
+        return start
 
     def _header(self, text: str, position: int, final: bool) -> int | None:
         end = text.find(MESSAGE, position)

@@ -12,7 +12,7 @@ re-searching the whole block at every delta made a 128 KB call cost 26 s of even
 - `TagScanner`: the block holds values between tags (qwen3_coder's `<parameter=...>`, glm45's
   `<arg_value>`): a closing marker inside a value is part of the value, which ends at its own tag.
 
-`held_back`, `may_become` and `BLANK` are the small pieces every splitter of streamed text shares.
+`blank_end`, `held_back` and `may_become` are the small pieces every splitter of streamed text shares.
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["BLANK", "JsonScanner", "Scanner", "TagScanner", "held_back", "may_become"]
+__all__ = ["JsonScanner", "Scanner", "TagScanner", "blank_end", "held_back", "may_become"]
 
-BLANK = re.compile(r"\s*+")
-"""Whitespace from a position (match it with `BLANK.match(text, position)`)."""
+_BLANK = re.compile(r"\s*+")
 
 _STRING_BODY = re.compile(r'[^"\\]*+(?:\\[\s\S][^"\\]*+)*+')
 """A JSON string's characters up to its closing quote (or a backslash ending the text)."""
+
+
+def blank_end(text: str, position: int) -> int:
+    """Where the whitespace from `position` in `text` ends."""
+    return _BLANK.match(text, position).end()  # type: ignore[union-attr]  # `\s*+` always matches
 
 
 def held_back(text: str, tokens: Iterable[str], start: int = 0) -> int:
@@ -89,7 +93,7 @@ class JsonScanner(Scanner):
         size = len(text)
         while position < size:
             if self._in_string:
-                position = _STRING_BODY.match(text, position).end()  # type: ignore[union-attr]
+                position = _STRING_BODY.match(text, position).end()  # type: ignore[union-attr]  # always matches
                 if position == size:
                     return None
                 if text[position] == '"':
@@ -98,7 +102,7 @@ class JsonScanner(Scanner):
                     continue
                 self._carry = "\\"  # a backslash ending the piece: what it escapes comes next
                 return None
-            position = self._plain.match(text, position).end()  # type: ignore[union-attr]
+            position = self._plain.match(text, position).end()  # type: ignore[union-attr]  # always matches
             if position == size:
                 return None
             char = text[position]
