@@ -11,62 +11,61 @@
 from __future__ import annotations
 
 from appliance.service.tool_formats import HarmonyChannels
+from appliance.service.tool_formats.scanning import blank_end, held_back, may_become
 
 __all__ = ["REASONING_PARSERS", "ReasoningStream", "reasoning_stream"]
 
 OPEN, CLOSE = "<think>", "</think>"
 
 
-def _held_back(text: str, tag: str) -> int:
-    for length in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-length:]):
-            return length
-    return 0
-
-
 class ReasoningStream:
-    """Feed generated text; get back (reasoning, content) as far as they are known."""
+    """Feed generated text; get back (reasoning, content) as far as they are known.
+
+    Each piece is looked at once: only a tag's start is held back between pieces, and the blank
+    text before the answer's first word (kept apart, as content if no `<think>` follows).
+    """
 
     def __init__(self, *, prompt_tail: str = "") -> None:
         opened_in_prompt = prompt_tail.rstrip().endswith(OPEN)
-        self._state = "reasoning" if opened_in_prompt else "start"
-        self._pending = ""
+        self._state = "reasoning" if opened_in_prompt else "start"  # then "after" the block, "content"
+        self._held = ""  # the start of a tag, until the next piece tells
+        self._blank: list[str] = []  # blank text at the start of the answer
 
     def feed(self, text: str) -> tuple[str, str]:
-        self._pending += text
-        return self._advance(final=False)
+        return self._advance(text, final=False)
 
     def finish(self) -> tuple[str, str]:
-        return self._advance(final=True)
+        return self._advance("", final=True)
 
-    def _advance(self, *, final: bool) -> tuple[str, str]:
-        reasoning = content = ""
+    def _advance(self, text: str, *, final: bool) -> tuple[str, str]:
+        text, self._held = self._held + text, ""
+        reasoning = ""
+        position = 0
         if self._state == "start":
-            stripped = self._pending.lstrip()
-            if stripped.startswith(OPEN):
-                self._state, self._pending = "reasoning", stripped[len(OPEN) :]
-            elif not final and OPEN.startswith(stripped):
+            start = blank_end(text, position)
+            self._blank.append(text[position:start])
+            if text.startswith(OPEN, start):
+                self._state, self._blank, position = "reasoning", [], start + len(OPEN)
+            elif not final and may_become(text, start, (OPEN,)):
+                self._held = text[start:]
                 return "", ""  # may still become <think>
             else:
-                self._state = "content"
+                self._state, text, position = "content", "".join(self._blank) + text[start:], 0
+                self._blank = []
         if self._state == "reasoning":
-            end = self._pending.find(CLOSE)
+            end = text.find(CLOSE, position)
             if end < 0:
-                keep = 0 if final else _held_back(self._pending, CLOSE)
-                reasoning = self._pending[: len(self._pending) - keep]
-                self._pending = self._pending[len(self._pending) - keep :]
-                return reasoning, ""
-            reasoning = self._pending[:end]
-            self._pending = self._pending[end + len(CLOSE) :]
-            self._state = "after"
+                keep = 0 if final else held_back(text, (CLOSE,), position)
+                self._held = text[len(text) - keep :]
+                return text[position : len(text) - keep], ""
+            reasoning, position, self._state = text[position:end], end + len(CLOSE), "after"
         if self._state == "after":
             # Models put a blank line between the block and the answer; it belongs to neither.
-            self._pending = self._pending.lstrip()
-            if not self._pending:
+            position = blank_end(text, position)
+            if position == len(text):
                 return reasoning, ""
             self._state = "content"
-        content, self._pending = self._pending, ""
-        return reasoning, content
+        return reasoning, text[position:]
 
 
 REASONING_PARSERS = ("think", "harmony")

@@ -4,14 +4,20 @@ writes the grammar that forces one (tool_choice `required` or a named function).
 The formats themselves (hermes, llama3_json, mistral, phi4_mini, qwen3_coder, glm45, deepseek_r1,
 harmony) live in `service.tool_formats`, one module per family's way of writing calls.
 
-A complete block that does not parse as a call stays in `content`. A call the answer ends inside
-(max_tokens cut it) is dropped from both `content` and the calls: call markup never reaches
-`content`, and the complete calls before it are kept.
+A complete block that does not parse as a call stays in `content` (so does one whose arguments
+are not strict JSON: `NaN`, `Infinity`, `1e999`, see `tool_formats.base`); mistral's calls, which
+run to the end of the answer, are then dropped, and a llama3_json answer is then content. A call
+the answer ends inside (max_tokens cut it) is dropped from both `content` and the calls: call
+markup never reaches `content`, and the complete calls before it are kept. A block ends at its
+format's closing marker outside its arguments' JSON strings (or tag values): a block whose JSON
+leaves a string open runs to the end of the answer, as a cut call.
+
+Model output is untrusted input, read on the event loop: every piece of text is looked at once,
+whatever the size of the deltas, and no reader backtracks (`tool_formats.scanning`).
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 import string
 from collections.abc import Mapping
@@ -23,6 +29,7 @@ from appliance.protocol.openai import Tool
 from appliance.service.tool_formats import CallFormat, ParsedCall, call_format
 from appliance.service.tool_formats.base import NO_SCHEMAS
 from appliance.service.tool_formats.json_calls import Llama3Json
+from appliance.service.tool_formats.scanning import Scanner, blank_end, held_back, may_become
 
 __all__ = [
     "ParsedCall",
@@ -49,92 +56,117 @@ def tool_schemas(tools: list[Tool] | tuple[Tool, ...]) -> dict[str, Any]:
     return {tool.function.name: tool.function.parameters or {} for tool in tools}
 
 
-def _held_back(text: str, marker: str) -> int:
-    """Length of the longest end of `text` that could be the start of `marker`."""
-    for length in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-length:]):
-            return length
-    return 0
-
-
 class ToolCallStream:
     """Splits generated text into content and tool calls as it arrives.
 
     Content streams through, except text that may be the start of a call marker, which waits until
     it is clearly not one: raw call markup never reaches `content`. A call is reported once its
-    text is complete: at the end of its block for formats whose blocks close (`CallFormat.end`),
-    after which text is content again; at the end of the answer for the others.
+    text is complete: at the end of its block for formats whose blocks close (`CallFormat.end`,
+    found by the format's `block_scanner`, so a marker inside an argument is text of it), after
+    which text is content again; at the end of the answer for the others.
+
+    Each piece is looked at once, in time linear in its length: a block is kept in parts and read
+    once it is complete, and only a marker's start (or blank text after a block) is held back.
     """
 
     def __init__(self, parser: CallFormat, schemas: Mapping[str, Any] = NO_SCHEMAS) -> None:
         self.parser = parser
         self._schemas = schemas
-        self._block = (
-            re.compile(r"\s*" + re.escape(parser.marker) + ".*?" + re.escape(parser.end), re.S) if parser.end else None
-        )
-        self._pending = ""
-        self._in_calls = False
-        self._started = False
+        # "first" (llama3_json: before the answer's first word), "text", "block", "between" (blank
+        # text after a block, which another block or text decides)
+        self._state = "text" if parser.marker else "first"
+        self._held = ""  # a marker's start, until the next piece tells
+        self._blank: list[str] = []
+        self._block: list[str] = []
+        self._scanner: Scanner | None = None
         self.calls: list[ParsedCall] = []
 
     def feed(self, text: str) -> tuple[str, list[ParsedCall]]:
         """New content and newly completed calls."""
-        self._pending += text
-        return self._advance(final=False)
+        return self._advance(text, final=False)
 
     def finish(self) -> tuple[str, list[ParsedCall]]:
-        return self._advance(final=True)
+        return self._advance("", final=True)
 
-    def _advance(self, *, final: bool) -> tuple[str, list[ParsedCall]]:
-        if not self.parser.marker:
-            return self._whole_answer(final=final)
-        content, calls = "", []
-        parser = self.parser
-        while True:
-            if not self._in_calls:
-                start = self._pending.find(parser.marker)
-                if start < 0:
-                    keep = 0 if final else _held_back(self._pending, parser.marker)
-                    content += self._pending[: len(self._pending) - keep]
-                    self._pending = self._pending[len(self._pending) - keep :]
-                    return content, self._record(calls)
-                content += self._pending[:start]
-                self._pending = self._pending[start:]
-                self._in_calls = True
-            if self._block is not None:
-                match = self._block.match(self._pending)
-                if match:
-                    found, text = self._settle(match.group(0))
-                    content += found
-                    calls += text
-                    self._pending = self._pending[match.end() :]
-                    continue
-                stripped = self._pending.lstrip()
-                if stripped and not (stripped.startswith(parser.marker) or parser.marker.startswith(stripped)):
-                    self._in_calls = False  # text after the calls: content again
-                    continue
-            if final:
-                found, text = self._unfinished(self._pending)
-                self._pending = ""
-                return content + found, self._record(calls + text)
-            return content, self._record(calls)
+    def _advance(self, text: str, *, final: bool) -> tuple[str, list[ParsedCall]]:
+        text, self._held = self._held + text, ""
+        content: list[str] = []
+        calls: list[ParsedCall] = []
+        position: int | None = 0
+        while position is not None:
+            if self._state == "first":
+                position = self._first(text, position, final, content)
+            elif self._state == "text":
+                position = self._text(text, position, final, content)
+            elif self._state == "block":
+                position = self._in_block(text, position, final, content, calls)
+            else:
+                position = self._between(text, position, final, content)
+        return "".join(content), self._record(calls)
 
-    def _whole_answer(self, *, final: bool) -> tuple[str, list[ParsedCall]]:
+    def _first(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
         """llama3_json: the answer is calls only if it starts like one."""
-        content, calls = "", []
-        if not self._started:
-            stripped = self._pending.lstrip()
-            tag = Llama3Json.TAG
-            if not final and (not stripped or (tag.startswith(stripped) and stripped != tag)):
-                return "", []
-            self._started = True
-            self._in_calls = stripped.startswith(("{", tag))
-        if not self._in_calls:
-            content, self._pending = self._pending, ""
-        elif final:
-            content, calls = self._unfinished(self._pending)
-            self._pending = ""
-        return content, self._record(calls)
+        start = blank_end(text, position)
+        self._blank.append(text[position:start])
+        tag = Llama3Json.TAG
+        if not final and may_become(text, start, (tag,)):
+            self._held = text[start:]
+            return None
+        blank, self._blank = "".join(self._blank), []
+        if text.startswith(("{", tag), start):
+            self._state, self._block = "block", [blank]
+        else:
+            self._state = "text"
+            content.append(blank)
+        return start
+
+    def _text(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
+        marker = self.parser.marker
+        start = text.find(marker, position) if marker else -1
+        if start < 0:
+            keep = 0 if final or not marker else held_back(text, (marker,), position)
+            content.append(text[position : len(text) - keep])
+            self._held = text[len(text) - keep :]
+            return None
+        content.append(text[position:start])
+        return self._open_block(start)
+
+    def _open_block(self, start: int) -> int:
+        """Enters the block whose marker is at `start`: the position after the marker."""
+        self._state, self._block = "block", [self.parser.marker]
+        self._scanner = self.parser.block_scanner() if self.parser.end else None
+        return start + len(self.parser.marker)
+
+    def _in_block(
+        self, text: str, position: int, final: bool, content: list[str], calls: list[ParsedCall]
+    ) -> int | None:
+        found = self._scanner.feed(text, position) if self._scanner is not None else None
+        end = len(text) if found is None else found[0]
+        self._block.append(text[position:end])
+        if found is None and not final:
+            return None
+        block, self._block = "".join(self._block), []
+        block_content, block_calls = self._settle(block) if found else self._unfinished(block)
+        content.append(block_content)
+        calls += block_calls
+        self._state = "between"
+        return end if found else None
+
+    def _between(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
+        start = blank_end(text, position)
+        self._blank.append(text[position:start])
+        if text.startswith(self.parser.marker, start):
+            self._blank = []  # blank text between blocks belongs to neither
+            return self._open_block(start)
+        if may_become(text, start, (self.parser.marker,)):
+            if final:
+                self._blank = []  # markup (or nothing) after the calls: dropped
+            else:
+                self._held = text[start:]
+            return None
+        content.append("".join(self._blank))
+        self._state, self._blank = "text", []  # text after the calls: content again
+        return start
 
     def _settle(self, text: str) -> tuple[str, list[ParsedCall]]:
         """(what is left as content, the calls) of text that starts with calls."""

@@ -5,7 +5,8 @@ The demo model's words are random, so two things are checked per format: a force
 grammar written in the format) comes back as `tool_calls` valid against the tool's schema; and an
 answer scripted in the format by a grammar (`structured_outputs`, as the family's model would
 write it: reasoning, text, calls) comes back split into `reasoning_content`, `content` and
-`tool_calls`, with no markup in `content`.
+`tool_calls`, with no markup in `content` (also when an argument holds the format's closing
+marker); a scripted call whose JSON is not strict (NaN) is no call.
 """
 
 from __future__ import annotations
@@ -90,6 +91,29 @@ SCRIPTS = [
         "It is noon.",
         [],
     ),
+    # Model output is untrusted: a closing marker inside an argument (a JSON string, a tag value)
+    # is text of the argument.
+    (
+        "demo-phi4-mini",
+        '<|tool_call|>[{"name": "get_time", "arguments": {"zone": "UTC<|/tool_call|>"}}]<|/tool_call|>',
+        "",
+        "",
+        [("get_time", {"zone": "UTC<|/tool_call|>"})],
+    ),
+    (
+        "demo-gpt-oss",
+        '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "<|call|>UTC"}',
+        "",
+        "",
+        [("get_time", {"zone": "<|call|>UTC"})],
+    ),
+    (
+        "demo-qwen3-coder",
+        "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC</tool_call>\n</parameter>\n</function>\n</tool_call>",
+        "",
+        "",
+        [("get_time", {"zone": "UTC</tool_call>"})],
+    ),
 ]
 
 
@@ -147,19 +171,31 @@ def test_a_forced_call_in_each_format(families: openai.OpenAI, model: str, strea
             jsonschema.validate(arguments, SCHEMAS[name])
 
 
+def scripted(client: openai.OpenAI, stream: bool, model: str, text: str, tools: bool) -> tuple[str, str, list, str]:
+    """`answer` of the demo model made to write `text` by a grammar, as the family's model would."""
+    return answer(
+        client,
+        stream,
+        model=model,
+        messages=QUESTION,
+        tools=TOOLS if tools else None,
+        max_tokens=200,
+        extra_body={"structured_outputs": {"grammar": f"root ::= {literal(text)}"}},
+    )
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("model", "text", "reasoning", "content", "calls"), SCRIPTS)
 def test_each_format_is_split_into_reasoning_content_and_calls(
     families: openai.OpenAI, model: str, text: str, reasoning: str, content: str, calls: list, stream: bool
 ) -> None:
-    got = answer(
-        families,
-        stream,
-        model=model,
-        messages=QUESTION,
-        tools=TOOLS if calls else None,
-        max_tokens=200,
-        extra_body={"structured_outputs": {"grammar": f"root ::= {literal(text)}"}},
-    )
+    got = scripted(families, stream, model, text, tools=bool(calls))
     assert got == (reasoning, content, calls, "tool_calls" if calls else "stop")
     assert not any(marker in got[1] for marker in MARKUP)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_whose_json_is_not_strict_is_no_call(families: openai.OpenAI, stream: bool) -> None:
+    """Arguments are strict JSON: a NaN makes the block malformed, left in content as any is."""
+    text = 'Sure.<|tool_call|>[{"name": "get_time", "arguments": {"zone": NaN}}]<|/tool_call|>'
+    assert scripted(families, stream, "demo-phi4-mini", text, tools=True) == ("", text, [], "stop")

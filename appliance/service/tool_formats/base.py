@@ -1,8 +1,17 @@
-"""What every call format shares: the parsed call, the format's interface, and JSON helpers."""
+"""What every call format shares: the parsed call, the format's interface, and JSON helpers.
+
+A call's `arguments` are always strict JSON (RFC 8259) that any parser reads back as the model
+meant them: the formats decode the model's JSON with `DECODER`, which refuses `NaN`, `Infinity`,
+`-Infinity` and numbers beyond a double's range (`1e999`, which Python would read as infinity),
+and `parsed_call` refuses text no UTF-8 encoder can write (a lone surrogate, `"\\ud800"`). A call
+whose JSON is refused is a malformed call, as a call that is not JSON at all: its format leaves
+it where it leaves those (see `service.tool_parsers`).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,11 +19,41 @@ from typing import Any
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.grammar.json_schema import SPACE
+from appliance.service.tool_formats.scanning import JsonScanner, Scanner, blank_end
 
-__all__ = ["NO_SCHEMAS", "CallFormat", "ParsedCall", "json_call", "json_values", "valid_prefix"]
+__all__ = [
+    "DECODER",
+    "NO_SCHEMAS",
+    "CallFormat",
+    "ParsedCall",
+    "json_call",
+    "json_values",
+    "parsed_call",
+    "strict_json",
+    "valid_prefix",
+]
 
-DECODER = json.JSONDecoder()
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text} is beyond a double's range")
+    return number
+
+
+DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+"""Strict JSON: raises ValueError (RecursionError when nested past Python's limit) on what RFC
+8259 does not allow, and on numbers that overflow a double."""
 NO_SCHEMAS: Mapping[str, Any] = {}
+
+
+def strict_json(text: str) -> Any:
+    """The value of `text` (JSON with whitespace around it), read by `DECODER`."""
+    return DECODER.decode(text)
 
 
 @dataclass(frozen=True)
@@ -22,6 +61,19 @@ class ParsedCall:
     name: str
     arguments: str
     """JSON text of the arguments object."""
+
+
+def parsed_call(name: str, arguments: dict[str, Any]) -> ParsedCall | None:
+    """The call, its arguments as JSON text; None if the name or the arguments hold text no
+    encoder can write (a lone surrogate a JSON escape made), or nest too deep to write back (the
+    decoder stops near Python's recursion limit, and writing starts deeper in the stack)."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        name.encode()
+        text.encode()
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return None
+    return ParsedCall(name=name, arguments=text)
 
 
 def json_call(obj: Any, arguments_key: str = "arguments") -> ParsedCall | None:
@@ -32,30 +84,24 @@ def json_call(obj: Any, arguments_key: str = "arguments") -> ParsedCall | None:
     arguments = obj.get(arguments_key, obj.get("arguments", obj.get("parameters", {})))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = strict_json(arguments)
         except (ValueError, RecursionError):
             return None
     if not isinstance(arguments, dict):
         return None
-    return ParsedCall(name=obj["name"], arguments=json.dumps(arguments, ensure_ascii=False))
+    return parsed_call(obj["name"], arguments)
 
 
 def json_values(text: str, position: int, separator: str) -> list[tuple[Any, int]]:
     """Consecutive JSON values from `position`, separated by `separator` (and whitespace), each
     with the position after it; stops at the first thing that is not one."""
-
-    def skip_space(at: int) -> int:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        return at
-
     values: list[tuple[Any, int]] = []
     while True:
-        start = skip_space(position)
+        start = blank_end(text, position)
         if values:
             if not text.startswith(separator, start):
                 return values
-            start = skip_space(start + len(separator))
+            start = blank_end(text, start + len(separator))
         try:
             value, position = DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):  # a model can write 2,000 brackets as well as text
@@ -94,6 +140,11 @@ class CallFormat:
         they end. What follows (e.g. a call cut off by max_tokens) is not a call. `schemas`: the
         request's tools' parameter schemas by name, for formats whose values are typed by them."""
         raise NotImplementedError
+
+    def block_scanner(self) -> Scanner:
+        """What finds where a block of calls ends (formats with an `end`), fed the text after
+        the marker: by default `end` outside the JSON strings of the calls."""
+        return JsonScanner((self.end,))
 
     def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         """(name, arguments) calls as the model writes them (for prompts whose template cannot)."""

@@ -25,9 +25,9 @@ __all__ = ["DeepSeekR1"]
 
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
-_HEAD = re.compile(r"\s*" + re.escape(CALL_BEGIN) + r"(\w+)" + re.escape(SEP) + r"([^\n]+)\n```(?:json)?\s*")
-_TAIL = re.compile(r"\s*```\s*" + re.escape(CALL_END))
-_CLOSE = re.compile(r"\s*" + re.escape(CALLS_END))
+_HEAD = re.compile(r"\s*+" + re.escape(CALL_BEGIN) + r"(\w++)" + re.escape(SEP) + r"([^\n]++)\n```(?:json)?\s*+")
+_TAIL = re.compile(r"\s*+```\s*+" + re.escape(CALL_END))
+_CLOSE = re.compile(r"\s*+" + re.escape(CALLS_END))
 
 
 class DeepSeekR1(CallFormat):

@@ -22,12 +22,30 @@ from typing import Any
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall
-from appliance.service.tool_formats.qwen3_coder import is_text, schema_properties, text_value, typed_value
+from appliance.service.tool_formats.qwen3_coder import is_text, schema_properties, text_value, typed_call
+from appliance.service.tool_formats.scanning import Scanner, TagScanner
 
 __all__ = ["Glm45"]
 
-_BLOCK = re.compile(r"\s*<tool_call>\s*([\w.\-]+)[ \t]*(.*?)</tool_call>", re.S)
-_PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+_HEAD = re.compile(r"\s*+<tool_call>\s*+([\w.\-]++)[ \t]*+")
+_KEY, _VALUE = re.compile(r"\s*+<arg_key>"), re.compile(r"\s*+<arg_value>")
+_KEY_END, _VALUE_END = "</arg_key>", "</arg_value>"
+_CLOSE = re.compile(r"\s*+</tool_call>")
+
+
+def _pairs(text: str, at: int) -> tuple[dict[str, str], int]:
+    """The raw values by key of the pairs from `at`, and where they end. A key runs to the first
+    `</arg_key>`, a value to the first `</arg_value>`: no backtracking, whatever the text."""
+    values: dict[str, str] = {}
+    while key := _KEY.match(text, at):
+        key_end = text.find(_KEY_END, key.end())
+        value = _VALUE.match(text, key_end + len(_KEY_END)) if key_end >= 0 else None
+        value_end = text.find(_VALUE_END, value.end()) if value else -1
+        if value is None or value_end < 0:
+            break
+        values[text[key.end() : key_end].strip()] = text[value.end() : value_end]
+        at = value_end + len(_VALUE_END)
+    return values, at
 
 
 class Glm45(CallFormat):
@@ -37,20 +55,18 @@ class Glm45(CallFormat):
 
     def parse_calls(self, text: str, schemas: Mapping[str, Any] = NO_SCHEMAS) -> tuple[list[ParsedCall], int]:
         calls, position = [], 0
-        while match := _BLOCK.match(text, position):
-            name, body = match.group(1), match.group(2)
-            properties = schema_properties(schemas.get(name))
-            arguments: dict[str, Any] = {}
-            at = 0
-            while pair := _PAIR.match(body, at):
-                key = pair.group(1).strip()
-                arguments[key] = typed_value(pair.group(2), properties.get(key))
-                at = pair.end()
-            if body[at:].strip():
+        while head := _HEAD.match(text, position):
+            values, at = _pairs(text, head.end())
+            closing = _CLOSE.match(text, at)
+            call = typed_call(head.group(1), values, schemas) if closing else None
+            if closing is None or call is None:
                 break  # something that is not a key/value pair: the block is not a call
-            calls.append(ParsedCall(name, json.dumps(arguments, ensure_ascii=False)))
-            position = match.end()
+            calls.append(call)
+            position = closing.end()
         return calls, position
+
+    def block_scanner(self) -> Scanner:
+        return TagScanner((self.end,), {"<arg_key>": _KEY_END, "<arg_value>": _VALUE_END})
 
     def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         blocks = []

@@ -32,27 +32,22 @@ from typing import Any
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
 from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallFormat, ParsedCall, json_call
+from appliance.service.tool_formats.scanning import JsonScanner, blank_end, held_back, may_become
 
 __all__ = ["Harmony", "HarmonyChannels"]
 
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 ENDS = ("<|end|>", "<|call|>", "<|return|>")
+BODY_ENDS = ENDS + (START,)
+"""What ends a message's body: an end tag, or the next message's start (not consumed)."""
 CALL_PREFIX = "<|channel|>commentary to=functions."
+# Each run of spaces is bounded by a tag, so no two can trade characters (backtracking over a
+# name and 24,000 spaces took a second).
 _CALL = re.compile(
-    r"\s*" + re.escape(CALL_PREFIX) + r"([^\s<]+)\s*(?:<\|constrain\|>\s*)?(?:json)?\s*" + re.escape(MESSAGE)
+    r"\s*+" + re.escape(CALL_PREFIX) + r"([^\s<]++)\s*+(?:<\|constrain\|>\s*+)?(?:json\s*+)?" + re.escape(MESSAGE)
 )
-_CALL_END = re.compile(r"\s*<\|call\|>")
-
-
-def _held_back(text: str, tags: tuple[str, ...]) -> int:
-    """Length of the longest end of `text` that could be the start of one of `tags`."""
-    longest = 0
-    for tag in tags:
-        for length in range(min(len(tag) - 1, len(text)), longest, -1):
-            if tag.startswith(text[-length:]):
-                longest = length
-                break
-    return longest
+_CALL_END = re.compile(r"\s*+<\|call\|>")
+_BODY_END = re.compile("|".join(re.escape(tag) for tag in BODY_ENDS))
 
 
 class Harmony(CallFormat):
@@ -92,87 +87,114 @@ class Harmony(CallFormat):
 
 class HarmonyChannels:
     """Feed generated text; get back (reasoning, content) as far as they are known, calls kept in
-    content as canonical harmony call markup (see the module docstring)."""
+    content as canonical harmony call markup (see the module docstring).
+
+    Text is looked at once as it arrives: only a tag's start is held back between pieces (and
+    blank text before a header); a header and a call's body, which are passed on whole, are kept
+    in parts, the body's end found by a `JsonScanner` (so `<|call|>` in a JSON string is text).
+    """
 
     def __init__(self, *, prompt_tail: str = "") -> None:
-        self._state = "start"
-        self._pending = ""
+        self._state = "start"  # "start" (of the answer, or after a message), "header", "body", "plain"
+        self._held = ""  # the start of a tag, until the next piece tells
+        self._blank: list[str] = []  # blank text before what may be a header
+        self._parts: list[str] = []  # the header, or a call's body, so far
         self._route = ""  # "reasoning", "content" or "call"
         self._call_name = ""
+        self._scanner = JsonScanner(BODY_ENDS)
         if prompt_tail.endswith(MESSAGE):
             # The prompt already opened a message (a template that prefills a channel): the answer
             # starts inside it, routed by the header the prompt wrote.
             header = prompt_tail[: -len(MESSAGE)]
-            self._open(header[max(header.rfind(START), header.rfind(CHANNEL), 0) :])
-            self._state = "body"
+            self._open_body(header[max(header.rfind(START), header.rfind(CHANNEL), 0) :])
 
     def feed(self, text: str) -> tuple[str, str]:
-        self._pending += text
-        return self._advance(final=False)
+        return self._advance(text, final=False)
 
     def finish(self) -> tuple[str, str]:
-        return self._advance(final=True)
+        return self._advance("", final=True)
 
-    def _advance(self, *, final: bool) -> tuple[str, str]:
-        reasoning = content = ""
-        while True:
-            if self._state in ("start", "between"):
-                stripped = self._pending.lstrip()
-                if stripped.startswith((START, CHANNEL)):
-                    self._state, self._pending = "header", stripped
-                elif not final and any(tag.startswith(stripped) for tag in (START, CHANNEL)):
-                    return reasoning, content  # may still become a header
-                else:
-                    # Not harmony (or text after the messages): content as it is.
-                    self._state = "plain"
-            if self._state == "plain":
-                content, self._pending = content + self._pending, ""
-                return reasoning, content
-            if self._state == "header":
-                end = self._pending.find(MESSAGE)
-                if end < 0:
-                    if final:
-                        self._pending = ""  # a header cut off: markup, dropped
-                    return reasoning, content
-                self._open(self._pending[:end])
-                self._pending = self._pending[end + len(MESSAGE) :]
-                self._state = "body"
-            found = [(self._pending.find(tag), tag) for tag in ENDS + (START,)]
-            found = [(at, tag) for at, tag in found if at >= 0]
-            if found:
-                at, tag = min(found)
-                body, self._pending = self._pending[:at], self._pending[at + (0 if tag == START else len(tag)) :]
-                self._state = "between"
-            elif final:
-                body, self._pending = self._pending, ""
-            elif self._route == "call":
-                return reasoning, content  # a call is passed on whole
-            else:
-                keep = _held_back(self._pending, ENDS + (START,))
-                body = self._pending[: len(self._pending) - keep]
-                self._pending = self._pending[len(self._pending) - keep :]
-                if self._route == "reasoning":
-                    reasoning += body
-                else:
-                    content += body
-                return reasoning, content
-            if self._route == "reasoning":
-                reasoning += body
-            elif self._route == "content":
-                content += body
-            else:
-                closing = "<|call|>" if found else ""
-                content += f"{CALL_PREFIX}{self._call_name} <|constrain|>json{MESSAGE}{body}{closing}"
-            if final and not self._pending:
-                return reasoning, content
+    def _advance(self, text: str, *, final: bool) -> tuple[str, str]:
+        text, self._held = self._held + text, ""
+        reasoning: list[str] = []
+        content: list[str] = []
+        position: int | None = 0
+        while position is not None:
+            if self._state == "start":
+                position = self._start(text, position, final, content)
+            elif self._state == "header":
+                position = self._header(text, position, final)
+            elif self._state == "body":
+                position = self._body(text, position, final, reasoning, content)
+            else:  # plain: not harmony (or text after the messages), content as it is
+                content.append(text[position:])
+                position = None
+        return "".join(reasoning), "".join(content)
 
-    def _open(self, header: str) -> None:
-        recipient = re.search(r"\bto=([^\s<]+)", header)
-        channel = re.search(re.escape(CHANNEL) + r"\s*(\w+)", header)
+    def _start(self, text: str, position: int, final: bool, content: list[str]) -> int | None:
+        start = blank_end(text, position)
+        self._blank.append(text[position:start])
+        if text.startswith((START, CHANNEL), start):
+            self._state, self._blank, self._parts = "header", [], []
+            return start
+        if not final and may_become(text, start, (START, CHANNEL)):
+            self._held = text[start:]  # may still become a header
+            return None
+        content.append("".join(self._blank))
+        self._state, self._blank = "plain", []
+        return start
+
+    def _header(self, text: str, position: int, final: bool) -> int | None:
+        end = text.find(MESSAGE, position)
+        if end < 0:
+            if final:
+                self._parts = []  # a header cut off: markup, dropped
+                return None
+            keep = held_back(text, (MESSAGE,), position)
+            self._parts.append(text[position : len(text) - keep])
+            self._held = text[len(text) - keep :]
+            return None
+        self._parts.append(text[position:end])
+        self._open_body("".join(self._parts))
+        return end + len(MESSAGE)
+
+    def _body(self, text: str, position: int, final: bool, reasoning: list[str], content: list[str]) -> int | None:
+        if self._route == "call":
+            found = self._scanner.feed(text, position)
+            self._parts.append(text[position : found[0] if found else len(text)])
+            if found is None and not final:
+                return None  # a call is passed on whole
+            body = "".join(self._parts)
+            closing = ""
+            if found is not None:
+                body, closing = body[: -len(found[1])], "<|call|>"
+            content.append(f"{CALL_PREFIX}{self._call_name} <|constrain|>json{MESSAGE}{body}{closing}")
+        else:
+            out = reasoning if self._route == "reasoning" else content
+            match = _BODY_END.search(text, position)
+            if match is None:
+                keep = 0 if final else held_back(text, BODY_ENDS, position)
+                out.append(text[position : len(text) - keep])
+                self._held = text[len(text) - keep :]
+                return None
+            out.append(text[position : match.start()])
+            found = match.end(), match.group()
+        if found is None:
+            return None
+        end, tag = found
+        # The next message's start: its header begins with the tag.
+        self._state, self._parts = ("header", [START]) if tag == START else ("start", [])
+        return end
+
+    def _open_body(self, header: str) -> None:
+        recipient = re.search(r"\bto=([^\s<]++)", header)
+        channel = re.search(re.escape(CHANNEL) + r"\s*+(\w+)", header)
         name = recipient.group(1) if recipient else ""
         if name.startswith("functions."):
             self._route, self._call_name = "call", name[len("functions.") :]
+            self._scanner = JsonScanner(BODY_ENDS)
         elif name or (channel is not None and channel.group(1) == "analysis"):
             self._route = "reasoning"  # analysis, or a built-in tool's call the appliance does not offer
         else:
             self._route = "content"  # final, or a commentary preamble
+        self._state, self._parts = "body", []

@@ -35,19 +35,24 @@ class Hermes(CallFormat):
     name = "hermes"
     marker = "<tool_call>"
     end = "</tool_call>"
-    _BLOCK = re.compile(r"\s*<tool_call>(.*?)</tool_call>", re.S)
+    _OPEN = re.compile(r"\s*+<tool_call>\s*+")
+    _CLOSE = re.compile(r"\s*+</tool_call>")
 
     def parse_calls(self, text: str, schemas: Mapping[str, Any] = NO_SCHEMAS) -> tuple[list[ParsedCall], int]:
+        """Each block's JSON is read where it starts, so `</tool_call>` inside one of its strings
+        is text of the string; the block ends at the first `</tool_call>` after the JSON."""
         calls, position = [], 0
-        while match := self._BLOCK.match(text, position):
+        while opening := self._OPEN.match(text, position):
             try:
-                call = json_call(json.loads(match.group(1)))
+                value, after = DECODER.raw_decode(text, opening.end())
             except (ValueError, RecursionError):  # a model can write 2,000 brackets as well as text
-                call = None
-            if call is None:
+                break
+            closing = self._CLOSE.match(text, after)
+            call = json_call(value)
+            if closing is None or call is None:
                 break
             calls.append(call)
-            position = match.end()
+            position = closing.end()
         return calls, position
 
     def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
@@ -85,8 +90,8 @@ class Llama3Json(CallFormat):
 class _JsonList(CallFormat):
     """`marker[{call}, {call}, ...]end?`: the calls of an array cut off by max_tokens still count."""
 
-    _OPEN = re.compile(r"\s*\[")
-    _CLOSE = re.compile(r"\s*\]")
+    _OPEN = re.compile(r"\s*+\[")
+    _CLOSE = re.compile(r"\s*+\]")
 
     def _array(self, text: str, position: int) -> tuple[list[ParsedCall], int] | None:
         opening = self._OPEN.match(text, position)
@@ -113,7 +118,7 @@ class Mistral(_JsonList):
     name = "mistral"
     marker = "[TOOL_CALLS]"
     id_length = 9  # Mistral's chat templates require 9-character ids
-    _NAMED = re.compile(r"\s*([A-Za-z0-9_-]+)\[ARGS\]")
+    _NAMED = re.compile(r"\s*+([A-Za-z0-9_-]++)\[ARGS\]")
 
     def parse_calls(self, text: str, schemas: Mapping[str, Any] = NO_SCHEMAS) -> tuple[list[ParsedCall], int]:
         position = len(self.marker)

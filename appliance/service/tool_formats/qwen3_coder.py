@@ -28,12 +28,15 @@ from typing import Any
 from appliance.grammar import GrammarError, schema_expression
 from appliance.grammar.ebnf import RuleSet, char_class, complement, literal, repeat
 from appliance.grammar.regex import regex_expression
-from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall
+from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall, parsed_call, strict_json
+from appliance.service.tool_formats.scanning import Scanner, TagScanner
 
-__all__ = ["Qwen3Coder", "is_text", "schema_properties", "text_value", "typed_value"]
+__all__ = ["Qwen3Coder", "is_text", "schema_properties", "text_value", "typed_call", "typed_value"]
 
-_BLOCK = re.compile(r"\s*<tool_call>\s*<function=([^>\n]+)>(.*?)</function>\s*</tool_call>", re.S)
-_PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+_HEAD = re.compile(r"\s*+<tool_call>\s*+<function=([^>\n]++)>")
+_PARAMETER = re.compile(r"\s*+<parameter=([^>\n]++)>\n?")
+_PARAMETER_END = "</parameter>"
+_CLOSE = re.compile(r"\s*+</function>\s*+</tool_call>")
 
 
 def is_text(schema: Any) -> bool:
@@ -47,13 +50,20 @@ def is_text(schema: Any) -> bool:
 
 
 def typed_value(raw: str, schema: Any) -> Any:
-    """A raw parameter value as its property's schema types it (text stays text)."""
+    """A raw parameter value as its property's schema types it (text stays text). A value that
+    is not strict JSON (`NaN`, `1e999`, a typo) stays text, as the model wrote it."""
     if is_text(schema):
         return raw
     try:
-        return json.loads(raw)
+        return strict_json(raw)
     except (ValueError, RecursionError):
         return raw
+
+
+def typed_call(name: str, values: dict[str, str], schemas: Mapping[str, Any]) -> ParsedCall | None:
+    """The call of `name` with its raw `values` typed by its tool's parameters schema."""
+    properties = schema_properties(schemas.get(name))
+    return parsed_call(name, {key: typed_value(raw, properties.get(key)) for key, raw in values.items()})
 
 
 def schema_properties(schema: Any) -> dict[str, Any]:
@@ -94,27 +104,37 @@ def text_value(schema: dict[str, Any], rules: RuleSet, path: str) -> str:
     return rules.shared("xml-text", _xml_text)
 
 
+def _parameters(text: str, at: int) -> tuple[dict[str, str], int]:
+    """The raw values by name of the parameters from `at`, and where they end. A value runs to
+    the first `</parameter>` (less one newline at each end): no backtracking, whatever the text."""
+    values: dict[str, str] = {}
+    while (parameter := _PARAMETER.match(text, at)) and (end := text.find(_PARAMETER_END, parameter.end())) >= 0:
+        values[parameter.group(1).strip()] = text[parameter.end() : end].removesuffix("\n")
+        at = end + len(_PARAMETER_END)
+    return values, at
+
+
 class Qwen3Coder(CallFormat):
     name = "qwen3_coder"
     marker = "<tool_call>"
     end = "</tool_call>"
 
     def parse_calls(self, text: str, schemas: Mapping[str, Any] = NO_SCHEMAS) -> tuple[list[ParsedCall], int]:
+        """A value runs to the first `</parameter>` after its tag, so `</function>` or
+        `</tool_call>` inside it is text of the value (as `block_scanner` finds the block's end)."""
         calls, position = [], 0
-        while match := _BLOCK.match(text, position):
-            name, body = match.group(1).strip(), match.group(2)
-            properties = schema_properties(schemas.get(name))
-            arguments: dict[str, Any] = {}
-            at = 0
-            while parameter := _PARAMETER.match(body, at):
-                key = parameter.group(1).strip()
-                arguments[key] = typed_value(parameter.group(2), properties.get(key))
-                at = parameter.end()
-            if body[at:].strip():
+        while head := _HEAD.match(text, position):
+            values, at = _parameters(text, head.end())
+            closing = _CLOSE.match(text, at)
+            call = typed_call(head.group(1).strip(), values, schemas) if closing else None
+            if closing is None or call is None:
                 break  # something that is not a parameter: the block is not a call
-            calls.append(ParsedCall(name, json.dumps(arguments, ensure_ascii=False)))
-            position = match.end()
+            calls.append(call)
+            position = closing.end()
         return calls, position
+
+    def block_scanner(self) -> Scanner:
+        return TagScanner((self.end,), {"<parameter=": _PARAMETER_END})
 
     def write_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         blocks = []
