@@ -155,8 +155,8 @@ async def open_chat(
 
     Recordings (`input_audio` parts) are transcribed only once the request planned without them
     passed every check (`voice.Recordings`), images fetched and decoded only once everything else
-    about the request has been checked and the engine has admitted it (`media`: the server's loader; None allows data URLs only). A
-    dialect's request made into a chat request gives `names`, so a refusal's `param` is the field
+    about the request has been checked and the engine has admitted it (`media`: the server's
+    loader; None allows data URLs only). A dialect's request made into a chat request gives `names`, so a refusal's `param` is the field
     the client sent (messages name fields only through `param`, or through `names` themselves).
     """
     names = names or _same
