@@ -21,19 +21,17 @@ the bystander against a control taken in the same run. The classes:
 
 from __future__ import annotations
 
-import io
-import struct
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import av
 import httpx
 import numpy as np
 import pytest
 
+from tests.audio_files import ape_tag, float_wav, undeclared_flac
 from tests.conftest import RunningServer, copy_demo_graphs, running_server
 from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID, SPEECH, read_wav, word_error_rate
 
@@ -71,13 +69,6 @@ def timed(call) -> tuple[float, object]:
     started = time.monotonic()
     result = call()
     return time.monotonic() - started, result
-
-
-def float_wav(samples: np.ndarray, rate: int) -> bytes:
-    data = samples.astype("<f4").tobytes()
-    fmt = struct.pack("<HHIIHH", 3, 1, rate, rate * 4, 4, 32)
-    header = b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) + fmt
-    return header + b"data" + struct.pack("<I", len(data)) + data
 
 
 def tone_wav(seconds: float = 2.0) -> bytes:
@@ -171,26 +162,6 @@ def test_a_failed_call_on_the_real_pipeline_leaves_nothing_for_the_next(whisper_
     assert engine.rebuilds == 1
 
 
-def undeclared_flac(rate: int, channels: int, seconds: int) -> bytes:
-    """Silence as FLAC at `rate` x `channels`, its STREAMINFO's total sample count zeroed: about 500
-    bytes a second of audio, rate x channels samples a second to decode."""
-    layout = {2: "stereo", 8: "7.1"}[channels]
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="flac") as out:
-        stream = out.add_stream("flac", rate=rate, layout=layout)
-        for second in range(seconds):
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, rate * channels), np.float32), format="flt", layout=layout)
-            frame.sample_rate, frame.pts = rate, second * rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    data = bytearray(buffer.getvalue())
-    data[8 + 13] &= 0xF0
-    data[8 + 14 : 8 + 18] = bytes(4)
-    return bytes(data)
-
-
 def test_decoding_is_bounded_by_samples_and_a_neighbour_waits_little(server: RunningServer) -> None:
     costly = undeclared_flac(384_000, 8, 600)  # 10 minutes: 1.8 G samples x channels in about 300 KB
     assert len(costly) < 400_000
@@ -256,13 +227,8 @@ def test_an_mp3_with_an_apev2_tag_after_its_frames_is_heard_whole(server: Runnin
 
     mp3 = encoded(read_wav(SPEECH), "mp3", "libmp3lame", rate=44_100)
     cover = b"cover.jpg\0" + np.random.default_rng(0).bytes(200_000)
-    items = [(b"Title", b"Capital", 0), (b"Cover Art (Front)", cover, 2)]
-    body = b"".join(struct.pack("<II", len(value), flags) + key + b"\0" + value for key, value, flags in items)
-    header, footer = (
-        b"APETAGEX" + struct.pack("<IIII", 2000, len(body) + 32, len(items), 0x80000000 | bit) + bytes(8)
-        for bit in (0x20000000, 0)
-    )
-    answer = transcribe(server, mp3 + header + body + footer, BYSTANDER, name="a.mp3")
+    tag = ape_tag([(b"Title", b"Capital", 0), (b"Cover Art (Front)", cover, 2)])
+    answer = transcribe(server, mp3 + tag, BYSTANDER, name="a.mp3")
     assert answer.status_code == 200, answer.text
     assert word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE
 

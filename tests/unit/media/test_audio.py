@@ -19,6 +19,7 @@ from PIL import Image
 from appliance.errors import InvalidRequest
 from appliance.media import audio
 from appliance.media.audio import SAMPLE_RATE, AudioDecoder, AudioLimits, decode_audio
+from tests.audio_files import ape_tag, float_wav, undeclared_flac
 
 LIMITS = AudioLimits(max_seconds=60)
 _LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 8: "7.1", 10: "5.1.4"}
@@ -347,14 +348,6 @@ def test_damaged_files_are_refused_or_decoded_never_an_error(container_format, c
             assert decoded.samples.dtype == np.float32 and np.abs(decoded.samples).max() <= 1.0
 
 
-def float_wav(samples: np.ndarray, rate: int) -> bytes:
-    """A 32-bit float wav (format 3) holding `samples` as they are, NaN included."""
-    data = samples.astype("<f4").tobytes()
-    fmt = struct.pack("<HHIIHH", 3, 1, rate, rate * 4, 4, 32)
-    header = b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) + fmt
-    return header + b"data" + struct.pack("<I", len(data)) + data
-
-
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_samples_that_are_not_numbers_are_refused(bad):
     samples = np.zeros(32_000, np.float32)
@@ -371,28 +364,6 @@ def test_rates_no_recording_uses_are_refused_before_decoding(rate):
 
 def test_eight_kilohertz_is_accepted():
     assert decode_audio(float_wav(np.zeros(16_000), 8_000), LIMITS).seconds == pytest.approx(2.0)
-
-
-def undeclared_flac(rate: int, channels: int, seconds: int) -> bytes:
-    """Silence as FLAC at `rate` x `channels`, its STREAMINFO's total sample count zeroed (unknown):
-    a few hundred bytes a second, millions of samples a second to decode."""
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="flac") as out:
-        stream = out.add_stream("flac", rate=rate, layout=_LAYOUTS[channels])
-        for second in range(seconds):
-            frame = av.AudioFrame.from_ndarray(
-                np.zeros((1, rate * channels), np.float32), format="flt", layout=_LAYOUTS[channels]
-            )
-            frame.sample_rate, frame.pts = rate, second * rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    data = bytearray(buffer.getvalue())
-    assert data[:4] == b"fLaC"
-    data[8 + 13] &= 0xF0  # STREAMINFO: the top 4 of the 36 bits of total samples...
-    data[8 + 14 : 8 + 18] = bytes(4)  # ...and the other 32
-    return bytes(data)
 
 
 def test_decoding_is_bounded_by_samples_times_channels_not_by_seconds():
@@ -413,17 +384,6 @@ def test_a_declared_costly_file_is_refused_before_decoding():
     data = encode("flac", "flac", 3, 384_000, 8)  # declares 3 s: 9.2 M samples x channels
     caught = refusal(data, AudioLimits(max_seconds=60))
     assert caught.code == "audio_too_long" and "at most 2 s" in caught.message
-
-
-def ape_tag(items: list[tuple[bytes, bytes, int]]) -> bytes:
-    """An APEv2 tag with a header and a footer, as taggers append it to an mp3."""
-    body = b"".join(struct.pack("<II", len(value), flags) + key + b"\0" + value for key, value, flags in items)
-
-    def frame(is_header: bool) -> bytes:
-        flags = 0x80000000 | (0x20000000 if is_header else 0)
-        return b"APETAGEX" + struct.pack("<IIII", 2000, len(body) + 32, len(items), flags) + bytes(8)
-
-    return frame(True) + body + frame(False)
 
 
 @pytest.mark.parametrize("tail", ["ape", "ape+id3v1", "id3v1+ape", "lyrics3+id3v1"])
