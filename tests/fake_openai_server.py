@@ -6,7 +6,8 @@
 after the start (a server that lists its models while it loads), then 200; `POST /v1/completions` streams `max_tokens` one-word chunks (a few ms
 apart), then a usage chunk (`prompt_tokens` counted as space-separated words) and `data: [DONE]`,
 as the bench asks. `POST /v1/chat/completions` streams the same words as `delta.content`, its
-`prompt_tokens` the words of all the messages (so a conversation's history shows in the count).
+`prompt_tokens` the words of all the messages (so a conversation's history shows in the count)
+and `prompt_tokens_details.cached_tokens` those of all but the last (a perfect prefix cache).
 `--tokens-off-by N` generates N more tokens than asked (a peer ignoring
 `max_tokens`); `--fail-start` exits with code 3 before listening.
 """
@@ -64,7 +65,10 @@ class Handler(BaseHTTPRequestHandler):
             choice = {"index": 0, "delta": {"content": f" w{index}"}} if chat else {"index": 0, "text": f" w{index}"}
             self._event({"object": kind, "choices": [choice]})
             time.sleep(0.002)
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}
+        usage: dict[str, object] = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}
+        if chat:
+            history = " ".join(message["content"] for message in request["messages"][:-1])
+            usage["prompt_tokens_details"] = {"cached_tokens": len(history.split())}
         self._event({"object": kind, "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
 

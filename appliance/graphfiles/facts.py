@@ -32,10 +32,17 @@ from appliance.graphfiles.model_formats import special_tokens
 from appliance.graphfiles.model_json import json_object
 from appliance.graphfiles.vision import ImageRule, image_rule, native_tokens
 
-__all__ = ["DEFAULT_CONTEXT", "ModelFacts", "read_facts"]
+__all__ = ["DEFAULT_CONTEXT", "GGUF_TOKENIZER_TOKENS", "ModelFacts", "read_facts"]
 
 DEFAULT_CONTEXT = 4096
 """Tokens of context for an IR folder whose config.json gives no `max_position_embeddings`."""
+GGUF_TOKENIZER_TOKENS = 8192
+"""Tokens the tokenizer OpenVINO GenAI 2026.4.1 builds from a GGUF file gives for any text: its
+IR ends in a Minimum with the constant 8192, and `encode(max_length=..., truncation=False)` does not
+lift it (checked on SmolLM2's GGUF and on demo-1b's). A longer prompt would reach the model cut to
+its first 8,192 tokens without a word, so a GGUF graph serves at most this context: a longer prompt
+is then refused (context_length_exceeded) instead of answered from its beginning. An IR export of
+the model (`appliance export`) has no such cut."""
 _EMBEDDING_OUTPUTS = ("last_hidden_state", "token_embeddings")
 """The IR outputs an embedding pipeline pools, when the model has several."""
 
@@ -144,6 +151,11 @@ def _gguf_context(header: GGUFHeader | None) -> tuple[int, str]:
         return DEFAULT_CONTEXT_LENGTH, "OpenVINO GenAI's GGUF default: the file cannot be read"
     key = f"{header.architecture}.context_length"
     value = header.metadata.get(key)
+    if isinstance(value, int) and value > GGUF_TOKENIZER_TOKENS:
+        return GGUF_TOKENIZER_TOKENS, (
+            f"GGUF {key} is {value}, cut to {GGUF_TOKENIZER_TOKENS}: OpenVINO GenAI's tokenizer for a GGUF "
+            "file cuts every text there (export the model to IR for its whole context)"
+        )
     if isinstance(value, int) and value > 0:
         return value, f"GGUF {key}"
     return DEFAULT_CONTEXT_LENGTH, f"OpenVINO GenAI's GGUF default: the file gives no {key}"

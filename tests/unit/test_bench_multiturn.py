@@ -21,6 +21,7 @@ from appliance.tools.bench.local_server import with_prefix_caching
 from appliance.tools.bench.metrics import RequestResult, summarize, summarize_turns
 from appliance.tools.bench.peers import Peer, PeerProcess
 from appliance.tools.bench.report import NO_PREFIX_CACHE, PREFIX_CACHE, Level, Report, System, SystemRun
+from appliance.tools.bench.runner import with_systems
 from appliance.tools.bench.workload import Load, Prompt, Workload, chat_messages
 
 FAKE = Path(__file__).resolve().parent.parent / "fake_openai_server.py"
@@ -38,6 +39,25 @@ def test_each_turn_sends_the_history_and_a_new_user_message() -> None:
     ]
     with pytest.raises(ValueError, match="one answer fewer"):
         chat_messages([" a", " c"], [" b", " d"])
+
+
+def test_an_agent_session_opens_every_turn_with_its_system_message() -> None:
+    first = chat_messages([" a"], [], " rules and tools")
+    second = chat_messages([" a", " c"], [" b"], " rules and tools")
+    assert first == [{"role": "system", "content": " rules and tools"}, {"role": "user", "content": " a"}]
+    # Each turn's messages start with the last turn's: what a prefix cache can reuse.
+    assert second[: len(first)] == first and second[2:] == [
+        {"role": "assistant", "content": " b"},
+        {"role": "user", "content": " c"},
+    ]
+
+
+def test_with_systems_puts_each_conversation_after_its_system_message() -> None:
+    users = [Prompt(text=f" u{n}", ids=(n,)) for n in range(4)]
+    systems = [Prompt(text=" s0", ids=(10,)), Prompt(text=" s1", ids=(11,))]
+    assert [p.text for p in with_systems(users, systems, 2)] == [" s0", " u0", " u1", " s1", " u2", " u3"]
+    with pytest.raises(ValueError, match="4 user messages for 2 conversations of 3 turns"):
+        with_systems(users, systems, 3)
 
 
 def _turn(ttft: float, prompt_tokens: int) -> RequestResult:
@@ -87,8 +107,9 @@ def test_report_has_ttft_per_turn_and_prefix_caching_ratio(tmp_path: Path) -> No
     table = report.table()
     assert "closed loop of 2-turn conversations" in table and "/v1/chat/completions" in table
     assert "prefix-cache/no-prefix-cache: last turn TTFT mean 0.25x, median 0.25x" in table
-    # level, system (on its first turn), turn, ok/fail, prompt tokens, TTFT mean / median / p99
-    assert re.search(r"c=1  prefix-cache +1 +2/0 +40 +100 / 100 / 100\n +2 +2/0 +90 +50.0 / 50.0 / 50.0\n", table)
+    # level, system (on its first turn), turn, ok/fail, prompt tokens, cached ('-': not reported),
+    # TTFT mean / median / p99
+    assert re.search(r"c=1  prefix-cache +1 +2/0 +40 +- +100 / 100 / 100\n +2 +2/0 +90 +- +50.0 / 50.0 / 50.0\n", table)
     assert "requests reported a prompt length" not in table
     report.write_json(tmp_path / "out.json")
     data = json.loads((tmp_path / "out.json").read_text())
@@ -126,6 +147,29 @@ def test_conversations_against_a_fake_server_carry_their_history() -> None:
     assert failing[0][1].error == "not sent: turn 1 failed"
 
 
+def test_an_agent_replay_against_a_fake_server_reports_the_cached_tokens() -> None:
+    users = [[Prompt(text=f" tool result {c}.{t}", ids=(1, 2, 3)) for t in range(3)] for c in range(2)]
+    systems = [Prompt(text=" ".join(["rule"] * 50), ids=(1,) * 50) for _ in range(2)]
+    with PeerProcess(Peer("fake", command=FAKE_COMMAND), ready_timeout=30) as url:
+        results, _ = asyncio.run(run_conversations(url, "fake", users, concurrency=2, output_tokens=4, systems=systems))
+        with pytest.raises(ValueError, match="1 system messages for 2 conversations"):
+            asyncio.run(run_conversations(url, "fake", users, concurrency=1, output_tokens=4, systems=systems[:1]))
+    for conversation in results:
+        # The fake counts words: 50 of the system message, 3 per tool result, 4 per answer sent back;
+        # it reports every message but the last as cached.
+        assert [(r.ok, r.prompt_tokens, r.cached_tokens) for r in conversation] == [
+            (True, 53, 50),
+            (True, 60, 57),
+            (True, 67, 64),
+        ]
+    turns = summarize_turns(results)
+    assert [(t.prompt_tokens, t.cached_tokens) for t in turns] == [(53, 50), (60, 57), (67, 64)]
+    assert [t.as_dict()["cached_tokens"] for t in turns] == [50, 57, 64]
+    # A server that does not say: no number.
+    assert math.isnan(summarize_turns([[_turn(0.1, 40)]])[0].cached_tokens)
+    assert summarize_turns([[_turn(0.1, 40)]])[0].as_dict()["cached_tokens"] is None
+
+
 def _args(*flags: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -137,6 +181,13 @@ def _args(*flags: str) -> argparse.Namespace:
     [
         (("--multi-turn", "4", "--rate", "1"), "not --rate"),
         (("--multi-turn", "4", "--plot", "x.png"), "no plot"),
+        (
+            (
+                "--system-tokens",
+                "100",
+            ),
+            "give --multi-turn too",
+        ),
     ],
 )
 def test_multi_turn_flags_that_are_refused(flags: tuple[str, ...], message: str) -> None:

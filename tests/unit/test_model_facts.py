@@ -16,7 +16,7 @@ import pytest
 from appliance.errors import ConfigError
 from appliance.graphfiles import Graph, Limits, load_graph
 from appliance.graphfiles.chat_template import ChatTemplate, read_chat_template, template_tools
-from appliance.graphfiles.facts import DEFAULT_CONTEXT
+from appliance.graphfiles.facts import DEFAULT_CONTEXT, GGUF_TOKENIZER_TOKENS
 from appliance.graphfiles.gguf import DEFAULT_CONTEXT_LENGTH
 from tests.unit.test_gguf import gguf_bytes, llama_metadata
 
@@ -87,6 +87,18 @@ def test_a_gguf_files_context_and_template_come_from_its_metadata(tmp_path: Path
     assert bare.context == DEFAULT_CONTEXT_LENGTH and "no llama.context_length" in bare.context_source
     assert bare.template_source == "none" and not bare.template.renders_tools
     assert graph(tmp_path / "absent.gguf").max_context == DEFAULT_CONTEXT_LENGTH
+
+
+def test_a_gguf_graph_serves_no_more_than_the_gguf_tokenizers_8192_tokens(tmp_path: Path) -> None:
+    """OpenVINO GenAI's tokenizer for a GGUF file cuts every text at 8,192 tokens: a longer
+    context would let prompts reach the model cut short without a word."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(gguf_bytes(llama_metadata(**{"llama.context_length": 131_072}), []))
+    built = graph(path)
+    assert built.max_context == built.facts.context == GGUF_TOKENIZER_TOKENS == 8192
+    assert "llama.context_length is 131072, cut to 8192" in built.facts.context_source
+    path.write_bytes(gguf_bytes(llama_metadata(**{"llama.context_length": 8192}), []))
+    assert graph(path).facts.context_source == "GGUF llama.context_length"
 
 
 def test_the_template_is_found_where_the_tokenizer_finds_it(tmp_path: Path) -> None:

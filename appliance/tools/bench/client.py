@@ -107,20 +107,25 @@ async def run_conversations(
     concurrency: int | None,
     output_tokens: int,
     api_key: str | None = None,
+    systems: Sequence[Prompt] | None = None,
 ) -> tuple[list[list[RequestResult]], float]:
     """Each of `concurrency` clients takes the next conversation (its user messages, one per turn)
     and sends its turns one after the other, each with the whole history so far (the answers it got
-    back); returns a result per turn of each conversation, and the wall time. After a failed turn
-    the rest of its conversation is not sent and counts as failed."""
+    back) after the conversation's system message in `systems` (one per conversation; None: no
+    system message); returns a result per turn of each conversation, and the wall time. After a
+    failed turn the rest of its conversation is not sent and counts as failed."""
     results: list[list[RequestResult]] = [[] for _ in conversations]
+    if systems is not None and len(systems) != len(conversations):
+        raise ValueError(f"{len(systems)} system messages for {len(conversations)} conversations")
 
     async def converse(connection: HTTPConnection, index: int, users: Sequence[Prompt]) -> None:
         answers: list[str] = []
+        system = systems[index].text if systems is not None else None
         for turn in range(len(users)):
             if answers and not results[index][-1].ok:
                 results[index].append(RequestResult(ok=False, error=f"not sent: turn {turn} failed"))
                 continue
-            messages = chat_messages([user.text for user in users[: turn + 1]], answers)
+            messages = chat_messages([user.text for user in users[: turn + 1]], answers, system)
             body = _request(model, output_tokens, messages=messages)
             results[index].append(await _one_request(connection, _CHAT, body, output_tokens))
             answers.append(results[index][-1].text)
@@ -211,6 +216,7 @@ async def _one_request(
     result = RequestResult(
         ok=True,
         prompt_tokens=(usage or {}).get("prompt_tokens", 0),
+        cached_tokens=_cached_tokens(usage),
         output_tokens=(usage or {}).get("completion_tokens", 0),
         chunk_times=chunk_times,
         latency=time.perf_counter() - started if done_at is None else done_at,
@@ -226,6 +232,14 @@ async def _one_request(
     elif not chunk_times:
         result.ok, result.error = False, "no output text in the stream"
     return result
+
+
+def _cached_tokens(usage: dict[str, object] | None) -> int | None:
+    """Prompt tokens the server says it took from its cache (`usage.prompt_tokens_details.
+    cached_tokens`, OpenAI's field; llama-server fills it); None when it does not say."""
+    details = (usage or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) else None
 
 
 def _choice_text(choice: dict[str, object]) -> str | None:

@@ -62,6 +62,13 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "so far: TTFT per turn, and the appliance with prefix caching on against off (closed loop; "
         "--requests counts conversations; no raw baseline)",
     )
+    parser.add_argument(
+        "--system-tokens",
+        type=_COUNT,
+        metavar="N",
+        help="with --multi-turn: each conversation opens with a system message of N tokens of its own, as a "
+        "coding agent's session does (its instructions and tool schemas, sent again on every turn)",
+    )
     parser.add_argument("--prompt-tokens", type=_COUNT, metavar="N", help="default 128")
     parser.add_argument("--output-tokens", type=_COUNT, metavar="N", help="default 128")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
@@ -195,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         peer_timeout=args.peer_timeout,
         slo=Slo(ttft_ms=args.goodput_ttft, tpot_ms=args.goodput_tpot),
         turns=args.multi_turn,
+        system_tokens=args.system_tokens or 0,
         repeat=args.repeat,
         interleave=args.interleave,
     )
@@ -273,6 +281,8 @@ def _speech_flags(args: argparse.Namespace) -> dict[str, object]:
 def _check_multi_turn(args: argparse.Namespace) -> None:
     """--multi-turn's range and the flags it cannot go with (ValueError names them)."""
     if args.multi_turn == 1:
+        if args.system_tokens:
+            raise ValueError("--system-tokens opens each conversation of --multi-turn: give --multi-turn too")
         return
     if args.rate:
         raise ValueError("--multi-turn runs a closed loop of conversations: use --concurrency, not --rate")

@@ -49,6 +49,8 @@ class RequestResult:
     """Open loop: how long after its scheduled arrival the bench's client sent it (counted in its times)."""
     text: str = ""
     """The output text (a multi-turn conversation sends it back as the assistant's message)."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server reported taking from its prefix cache; None: it did not say."""
 
     @property
     def ttft(self) -> float | None:
@@ -208,11 +210,15 @@ class TurnMetrics:
     """Mean prompt length the server reported (usage.prompt_tokens) for the successful requests; NaN: none."""
     errors: tuple[str, ...]
     """The first few distinct failure messages."""
+    cached_tokens: float = math.nan
+    """Mean cached prompt tokens over the successful requests whose server reported them
+    (usage.prompt_tokens_details.cached_tokens); NaN: none did."""
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["ttft_ms"], data["e2el_ms"] = self.ttft_ms.as_dict(), self.e2el_ms.as_dict()
         data["prompt_tokens"] = None if math.isnan(self.prompt_tokens) else round(self.prompt_tokens, 1)
+        data["cached_tokens"] = None if math.isnan(self.cached_tokens) else round(self.cached_tokens, 1)
         data["errors"] = list(self.errors)
         return data
 
@@ -223,6 +229,7 @@ def summarize_turns(conversations: Sequence[Sequence[RequestResult]]) -> tuple[T
     for index in range(max((len(conversation) for conversation in conversations), default=0)):
         results = [conversation[index] for conversation in conversations if len(conversation) > index]
         good = [result for result in results if result.ok]
+        cached = [result.cached_tokens for result in good if result.cached_tokens is not None]
         turns.append(
             TurnMetrics(
                 turn=index + 1,
@@ -232,6 +239,7 @@ def summarize_turns(conversations: Sequence[Sequence[RequestResult]]) -> tuple[T
                 e2el_ms=distribution([r.latency for r in good]),
                 prompt_tokens=sum(r.prompt_tokens for r in good) / len(good) if good else math.nan,
                 errors=tuple(dict.fromkeys(r.error for r in results if not r.ok))[:5],
+                cached_tokens=sum(cached) / len(cached) if cached else math.nan,
             )
         )
     return tuple(turns)

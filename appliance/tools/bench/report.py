@@ -257,17 +257,20 @@ class Report:
             return []
         lines = [
             "",
-            "per turn: prompt tokens as the server counted them (usage, mean), TTFT mean / median / p99 (ms)",
-            f"{'level':>6}  {'system':<{width}} {'turn':>4} {'ok/fail':>7} {'prompt':>7}  {'TTFT mean/med/p99':>23}",
+            "per turn: prompt tokens as the server counted them and those it reported cached (usage, mean; "
+            "'-': not reported), TTFT mean / median / p99 (ms)",
+            f"{'level':>6}  {'system':<{width}} {'turn':>4} {'ok/fail':>7} {'prompt':>7} {'cached':>7}  "
+            f"{'TTFT mean/med/p99':>23}",
         ]
         for level in self.levels:
             label = level.load.label
             for name, run in level.runs.items():
                 for turn in run.turns:
                     prompt = "-" if math.isnan(turn.prompt_tokens) else f"{turn.prompt_tokens:.0f}"
+                    cached = "-" if math.isnan(turn.cached_tokens) else f"{turn.cached_tokens:.0f}"
                     lines.append(
                         f"{label:>6}  {name if turn.turn == 1 else '':<{width}} {turn.turn:>4} "
-                        f"{f'{turn.completed}/{turn.failed}':>7} {prompt:>7}  {_dist(turn.ttft_ms):>23}"
+                        f"{f'{turn.completed}/{turn.failed}':>7} {prompt:>7} {cached:>7}  {_dist(turn.ttft_ms):>23}"
                     )
                     label = ""
             if r := level.prefix_cache_ratios():

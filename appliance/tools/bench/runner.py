@@ -40,7 +40,7 @@ from appliance.tools.bench.peers import Peer, PeerProcess, peer_ready
 from appliance.tools.bench.report import NO_PREFIX_CACHE, PREFIX_CACHE, RAW, Level, Report, System, SystemRun
 from appliance.tools.bench.workload import Load, Prompt, Workload, build_prompts, default_requests, prompt_words
 
-__all__ = ["BenchOptions", "run_bench"]
+__all__ = ["BenchOptions", "run_bench", "with_systems"]
 
 _WARMUP_OUTPUT_TOKENS = 16
 _BUSY = 0.15  # share of the CPU in use by others above which the machine is too busy to measure
@@ -73,6 +73,8 @@ class BenchOptions:
     slo: Slo = field(default_factory=Slo)
     turns: int = 1
     """Above 1: multi-turn conversations of this many turns (closed loop, no raw baseline)."""
+    system_tokens: int = 0
+    """Multi-turn: a system message of this many tokens opens each conversation (an agent's prompt)."""
     repeat: int = 1
     """Rounds: every system measured this many times, taking turns each round (drift shows)."""
     interleave: bool = False
@@ -120,6 +122,15 @@ def run_bench(options: BenchOptions, progress: Callable[[str], None] | None = No
     every = build_prompts(sum(sizes), workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed)
     slices = [every[sum(sizes[:index]) : sum(sizes[: index + 1])] for index in range(len(sizes))]
     warmup = build_prompts(2, workload.prompt_tokens, words=words, encode=tokenizer.encode, seed=options.seed + 1)
+    if workload.system_tokens:
+        # Each conversation's system message goes first in its slice (`with_systems`); the warm-up's
+        # one-turn conversations get theirs too, so the long prefill's one-off costs are paid there.
+        def systems(count: int, seed: int) -> list[Prompt]:
+            return build_prompts(count, workload.system_tokens, words=words, encode=tokenizer.encode, seed=seed)
+
+        slices = [with_systems(part, systems(len(part) // workload.turns, options.seed + 2 + n), workload.turns)
+                  for n, part in enumerate(slices)]  # fmt: skip
+        warmup = with_systems(warmup, systems(len(warmup), options.seed + 1_000_003), 1)
     model = options.model or graph.name
     levels = [Level(load) for load in workload.loads]
     systems: list[System] = []
@@ -332,7 +343,14 @@ def _workload(options: BenchOptions) -> Workload:
         loads = tuple(
             Load(requests=options.requests or default_requests(c), concurrency=c) for c in options.concurrency
         )
-    return Workload(loads, options.prompt_tokens, options.output_tokens, seed=options.seed, turns=options.turns)
+    return Workload(
+        loads,
+        options.prompt_tokens,
+        options.output_tokens,
+        seed=options.seed,
+        turns=options.turns,
+        system_tokens=options.system_tokens,
+    )
 
 
 def _appliances(graph: Graph, workload: Workload) -> tuple[tuple[str, bool | None], ...]:
@@ -362,7 +380,10 @@ def _warm_up(name: str, target: _Target, workload: Workload, warmup: list[Prompt
     say(f"{name}: warming up {target.url} ...")
     # A multi-turn run warms up the chat endpoint, with one-turn conversations.
     chat_turns = 1 if workload.turns > 1 else None
-    results, _, _ = _drive(target, warmup, len(warmup), _WARMUP_OUTPUT_TOKENS, None, chat_turns)
+    concurrency = len(warmup) // (2 if workload.system_tokens else 1)
+    results, _, _ = _drive(
+        target, warmup, concurrency, _WARMUP_OUTPUT_TOKENS, None, chat_turns, bool(workload.system_tokens)
+    )
     if not any(result.ok or result.output_tokens for result in results):
         # Nothing will work (wrong URL or model, a server refusing ignore_eos...): say why now. A
         # server that answers with other token counts is measured: the report says what it did.
@@ -382,7 +403,13 @@ def _http_level(
     chat_turns = workload.turns if workload.turns > 1 else None
     since, cpu_before = time.time(), time.process_time()
     results, duration, turns = _drive(
-        target, prompts, load.concurrency, workload.output_tokens, workload.arrivals(load), chat_turns
+        target,
+        prompts,
+        load.concurrency,
+        workload.output_tokens,
+        workload.arrivals(load),
+        chat_turns,
+        bool(workload.system_tokens),
     )
     client_cpu = (time.process_time() - cpu_before) / duration if duration > 0 else 0.0
     metrics = summarize(
@@ -405,10 +432,12 @@ def _drive(
     output_tokens: int,
     arrivals: list[float] | None,
     chat_turns: int | None,
+    system: bool = False,
 ) -> tuple[list[RequestResult], float, tuple[TurnMetrics, ...]]:
     """One level's requests against `target`: single completions (`chat_turns` None), or chat
-    conversations of `chat_turns` consecutive prompts each; every result, the wall time, and the
-    per-turn summary."""
+    conversations of `chat_turns` consecutive prompts each (after their system message with
+    `system`, as `with_systems` lays them out); every result, the wall time, and the per-turn
+    summary."""
     url, model, key = target.url, target.model, target.api_key
     if chat_turns is None:
         sent = run_level(
@@ -416,12 +445,30 @@ def _drive(
         )
         results, duration = asyncio.run(sent)
         return results, duration, ()
-    conversations = [prompts[start : start + chat_turns] for start in range(0, len(prompts), chat_turns)]
+    size = chat_turns + system
+    groups = [prompts[start : start + size] for start in range(0, len(prompts), size)]
     talks = run_conversations(
-        url, model, conversations, concurrency=concurrency, output_tokens=output_tokens, api_key=key
+        url,
+        model,
+        [group[system:] for group in groups],
+        concurrency=concurrency,
+        output_tokens=output_tokens,
+        api_key=key,
+        systems=[group[0] for group in groups] if system else None,
     )
     per_turn, duration = asyncio.run(talks)
     return [result for conversation in per_turn for result in conversation], duration, summarize_turns(per_turn)
+
+
+def with_systems(users: list[Prompt], systems: list[Prompt], turns: int) -> list[Prompt]:
+    """Conversations of `turns` user messages each, every one led by its system message:
+    [system 1, user 1.1, ..., user 1.turns, system 2, ...]."""
+    if len(users) != len(systems) * turns:
+        raise ValueError(f"{len(users)} user messages for {len(systems)} conversations of {turns} turns")
+    out: list[Prompt] = []
+    for index, system in enumerate(systems):
+        out += [system, *users[index * turns : (index + 1) * turns]]
+    return out
 
 
 def _cpu_busy(seconds: float = 1.0) -> float | None:

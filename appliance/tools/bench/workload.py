@@ -9,7 +9,11 @@ prefix cache cannot turn the benchmark into a cache benchmark.
 
 A multi-turn workload (`turns` > 1) is the exception that measures that cache on purpose: each
 conversation's turn k sends the k user messages of that conversation and the k - 1 answers it got
-(`chat_messages`), so only the conversation's own history can be served from the cache.
+(`chat_messages`), so only the conversation's own history can be served from the cache. With
+`system_tokens`, each conversation opens with a system message of its own of that many tokens:
+a coding agent's session replayed (its instructions and tool schemas, 15-20k tokens for Claude
+Code, sent again unchanged on every turn, then the turns so far and a new tool result), whose
+turns differ from the last only at the end.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Workload:
     seed: int = 0
     turns: int = 1
     """Above 1: each of a level's `requests` is a conversation of this many chat turns (closed loop)."""
+    system_tokens: int = 0
+    """Multi-turn: the tokens of the system message each conversation opens with (0: none)."""
 
     def arrivals(self, load: Load) -> list[float] | None:
         """The level's send offsets in seconds (open loop), or None (closed loop)."""
@@ -83,6 +89,8 @@ class Workload:
 
     @property
     def mode(self) -> str:
+        if self.turns > 1 and self.system_tokens:
+            return f"closed loop of {self.turns}-turn conversations after a {self.system_tokens}-token system message"
         if self.turns > 1:
             return f"closed loop of {self.turns}-turn conversations"
         return "open loop (Poisson arrivals)" if any(load.open_loop for load in self.loads) else "closed loop"
@@ -91,6 +99,7 @@ class Workload:
         return {
             "mode": self.mode,
             "turns": self.turns,
+            "system_tokens": self.system_tokens,
             "levels": [load.as_dict() for load in self.loads],
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -171,12 +180,13 @@ def build_prompts(
     return prompts
 
 
-def chat_messages(users: Sequence[str], answers: Sequence[str]) -> list[dict[str, str]]:
-    """A conversation's messages for its next turn: each user message followed by the answer it
-    got, then the new user message (so one user message more than answers)."""
+def chat_messages(users: Sequence[str], answers: Sequence[str], system: str | None = None) -> list[dict[str, str]]:
+    """A conversation's messages for its next turn: its system message (if any), each user message
+    followed by the answer it got, then the new user message (so one user message more than
+    answers). Every turn's messages begin with the last turn's, byte for byte."""
     if len(users) != len(answers) + 1:
         raise ValueError(f"{len(users)} user messages and {len(answers)} answers: expected one answer fewer")
-    messages = []
+    messages = [] if system is None else [{"role": "system", "content": system}]
     for user, answer in zip(users, answers):
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
     return [*messages, {"role": "user", "content": users[-1]}]
