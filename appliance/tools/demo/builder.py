@@ -21,6 +21,7 @@ from .recipes import (
     PackagedEncoderSpec,
     PackagedFileSpec,
     PackagedGGUFSpec,
+    PackagedVoiceSpec,
     PackagedWhisperSpec,
     RandomGGUFSpec,
     get_recipe,
@@ -100,6 +101,8 @@ def _package_sources(
         return (recipe.model,)
     if isinstance(recipe.model, RandomGGUFSpec):
         return (recipe.model.tokenizer_from,)
+    if isinstance(recipe.model, PackagedVoiceSpec):
+        return (recipe.model.voice,)
     return ()
 
 
@@ -158,6 +161,8 @@ def _build(recipe: DemoRecipe, out: Path, staging: Path, models_dir: Path, log: 
     model = recipe.model
     if isinstance(model, PackagedGGUFSpec):
         packaged.install(recipe.name, model, out, log)
+    elif isinstance(model, PackagedVoiceSpec):
+        packaged.install_voice(recipe.name, model, out, log)
     elif isinstance(model, RandomGGUFSpec):
         from . import random_gguf  # numpy: not at CLI start-up
 
