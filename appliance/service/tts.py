@@ -14,7 +14,10 @@ the first piece, so a request the engine refuses is still a clean 4xx, then hand
 one file's consecutive bytes: the audio answer sends them as they come (chunked), an SSE answer
 (`stream_format: "sse"`) as `speech.audio.delta` events of base64 bytes, then
 `speech.audio.done` with the usage. Either way the pieces joined are one valid file. A client
-that leaves cancels the synthesis, which the engine stops before its next sentence.
+that leaves cancels the synthesis, which the engine stops before its next sentence. An engine
+that fails midway (killed, say) cuts the audio answer short (the connection closes without the
+chunked body's end, so no client takes the part for the whole file; uvicorn logs the error) and
+ends the SSE answer with an error event.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from appliance.engine import EngineClient
 from appliance.engine.messages import SpeechAudio, Synthesized
-from appliance.errors import InvalidRequest, unsupported
+from appliance.errors import ApplianceError, InvalidRequest, unsupported
 from appliance.media.audio_encode import MEDIA_TYPES, SpeechEncoder
 from appliance.media.work_pool import WorkPool
 from appliance.protocol.speech import SpeechAudioDeltaEvent, SpeechAudioDoneEvent, SpeechRequest, SpeechUsage
@@ -115,13 +118,17 @@ class SpeechCall:
             if encoder is not None:
                 encoder.close()
 
-    async def events(self) -> AsyncIterator[SpeechAudioDeltaEvent | SpeechAudioDoneEvent]:
+    async def events(self) -> AsyncIterator[SpeechAudioDeltaEvent | SpeechAudioDoneEvent | dict]:
         """`speech.audio.delta` per chunk of the file, then `speech.audio.done` with the usage:
         the text's tokens (hibari: phonemes) in, the acoustic frames made (hibari: one per 12.5 ms)
-        out."""
-        async for chunk in self.chunks():
-            yield SpeechAudioDeltaEvent(audio=base64.b64encode(chunk).decode("ascii"))
-        answer = await self.work
+        out. An engine that fails midway ends the stream with an error event (no `done`)."""
+        try:
+            async for chunk in self.chunks():
+                yield SpeechAudioDeltaEvent(audio=base64.b64encode(chunk).decode("ascii"))
+            answer = await self.work
+        except ApplianceError as exc:
+            yield exc.to_dict()
+            return
         yield SpeechAudioDoneEvent(
             usage=SpeechUsage(
                 input_tokens=answer.tokens, output_tokens=answer.frames, total_tokens=answer.tokens + answer.frames
