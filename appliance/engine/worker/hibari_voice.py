@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 from appliance.graphfiles.tts import HIBARI_PHONEMES
 
-__all__ = ["HibariEngine"]
+__all__ = ["HibariEngine", "front_end", "open_voice", "spoken_pieces"]
 
 log = logging.getLogger("appliance.engine")
 
@@ -95,24 +95,15 @@ class HibariEngine(FifoEngine[_Job]):
         facts = graph.tts_facts
         assert facts is not None and facts.family == "hibari", "not a hibari graph"
         self._core = openvino.Core()
-        with open(Path(ASSETS) / "vocab.json", encoding="utf-8") as handle:
-            self._vocab: dict[str, int] = json.load(handle)
-        # The unknown-word net is tiny (3 MB): CPU, whatever device the voices run on.
-        oov_file = Path(ASSETS) / ("oov_gb.onnx" if facts.british else "oov.onnx")
-        oov = OOV(str(oov_file), session=_OpenVinoSession(self._core.compile_model(str(oov_file), "CPU")))
-        self._g2p = G2P(oov=oov, british=facts.british)
+        self._g2p = front_end(self._core, british=facts.british)
         self.max_context = facts.text_positions
         super().__init__(graph, self._compile_voices)
         self._warm_up()
 
-    def _compile_voices(self) -> dict[str, _OpenVinoVoice]:
+    def _compile_voices(self) -> dict[str, Hibari]:
         graph = self.graph
         return {
-            name: _OpenVinoVoice(
-                _OpenVinoSession(self._core.compile_model(str(path), graph.device, dict(graph.plugin_config))),
-                self._g2p,
-                self._vocab,
-            )
+            name: open_voice(self._core, path, self._g2p, graph.device, graph.plugin_config)
             for name, path in graph.voices.items()
         }
 
@@ -144,7 +135,7 @@ class HibariEngine(FifoEngine[_Job]):
         pieces: list[np.ndarray] = []
         tokens = samples = 0
         try:
-            texts = _pieces(voice, command.text)
+            texts = spoken_pieces(voice, command.text)
             phonemes = next(texts, None)
             while phonemes is not None:
                 if job.cancelled:
@@ -179,7 +170,25 @@ class HibariEngine(FifoEngine[_Job]):
         ]
 
 
-def _pieces(voice: Hibari, text: str) -> Iterator[str]:
+def front_end(core: openvino.Core, *, british: bool = False) -> G2P:
+    """The package's grapheme-to-phoneme front end, its unknown-word net on OpenVINO (tiny, 3 MB:
+    on the CPU whatever device the voices run on)."""
+    oov_file = Path(ASSETS) / ("oov_gb.onnx" if british else "oov.onnx")
+    oov = OOV(str(oov_file), session=_OpenVinoSession(core.compile_model(str(oov_file), "CPU")))
+    return G2P(oov=oov, british=british)
+
+
+def open_voice(
+    core: openvino.Core, path: Path, g2p: G2P, device: str = "CPU", config: Mapping[str, object] | None = None
+) -> Hibari:
+    """The voice whose ONNX model is `path`, compiled for `device`: the package's `Hibari` on OpenVINO."""
+    with open(Path(ASSETS) / "vocab.json", encoding="utf-8") as handle:
+        vocab = json.load(handle)
+    session = _OpenVinoSession(core.compile_model(str(path), device, dict(config or {})))
+    return _OpenVinoVoice(session, g2p, vocab)
+
+
+def spoken_pieces(voice: Hibari, text: str) -> Iterator[str]:
     """The text's phonemes in pieces the model reads in one call: sentence by sentence (phonemized
     as they are reached, so the first sentence is spoken before the rest is read), each at most
     `HIBARI_PHONEMES` long. The package splits a long sentence at clause punctuation only; a piece
