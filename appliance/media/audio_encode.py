@@ -14,6 +14,7 @@ Cost (measured 2026-11-28 on this box's AMD EPYC, one thread, shared): 10 s of 1
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Literal
 
@@ -63,7 +64,9 @@ class SpeechEncoder:
     length is not known when the header leaves; FFmpeg writes the same to a pipe, and readers take
     the data to the end of the file). FFmpeg's formats write to a sink that cannot seek, so no
     muxer goes back to rewrite a header (flac's total sample count stays 0, "unknown", as the FLAC
-    format allows); Ogg pages are flushed every 20 ms of audio so each piece leaves whole.
+    format allows; mp3 has no Xing frame, so a decoder keeps the codec's padding, up to about
+    0.1 s of silence at the end); Ogg pages are flushed every 20 ms of audio so each piece leaves
+    whole. A file given in one piece is written as a whole file is, its headers complete.
     """
 
     def __init__(self, sample_rate: int, response_format: SpeechFormat) -> None:
@@ -82,7 +85,9 @@ class SpeechEncoder:
             body = pcm16(samples)
             return (_wav_header(self.sample_rate, len(body) if last else None) if first else b"") + body
         if self._ffmpeg is None:
-            self._ffmpeg = _FfmpegWriter(self.sample_rate, *_CONTAINERS[self.response_format])
+            # A whole file in one piece goes to a sink that can seek: the muxer then rewrites its
+            # header at the end (mp3's Xing frame tells a decoder the codec's padding to drop).
+            self._ffmpeg = _FfmpegWriter(self.sample_rate, *_CONTAINERS[self.response_format], whole=first and last)
         return self._ffmpeg.add(samples, last=last)
 
     def close(self) -> None:
@@ -122,7 +127,7 @@ class _Sink:
 
 
 class _FfmpegWriter:
-    def __init__(self, sample_rate: int, muxer: str, encoder: str) -> None:
+    def __init__(self, sample_rate: int, muxer: str, encoder: str, *, whole: bool) -> None:
         codec = av.codec.Codec(encoder, "w")
         rates = sorted(codec.audio_rates or ())
         rate = (
@@ -131,8 +136,8 @@ class _FfmpegWriter:
             else min(rates, key=lambda r: (r < sample_rate, abs(r - sample_rate)))
         )
         self._sample_rate = sample_rate
-        self._sink = _Sink()
-        options = {"page_duration": "20000"} if muxer == "ogg" else {}
+        self._sink: _Sink | io.BytesIO = io.BytesIO() if whole else _Sink()
+        options = {"page_duration": "20000"} if muxer == "ogg" and not whole else {}
         self._container = av.open(self._sink, "w", format=muxer, options=options)
         self._stream = self._container.add_stream(encoder, rate=rate, layout="mono")
         target = self._stream.codec_context.format
@@ -149,6 +154,8 @@ class _FfmpegWriter:
         if last:
             self._mux(None)
             self._container.close()
+        if isinstance(self._sink, io.BytesIO):
+            return self._sink.getvalue() if last else b""
         return self._sink.take()
 
     def _mux(self, piece: av.AudioFrame | None) -> None:
