@@ -29,6 +29,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     # demo-whisper's voice-activity model (Silero VAD's ONNX files, 11 MB), linked beside its IR by
     # `appliance demo`; --no-deps: it declares torch and torchaudio, which reading its files does not need.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt silero-vad
+    # demo-voice (hibari's English voice, 14 MB): its ONNX model runs on OpenVINO, its text front end
+    # and vocoder DSP (numpy) come from the package; --no-deps: it declares onnxruntime, not needed.
+    .venv/bin/python -m pip install -q --no-deps -c constraints.txt hibari-tts
     # instructor pins jiter<0.15, which no openai 3.x allows; its other requirements are in the
     # test extras, and it runs with the newer jiter.
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor

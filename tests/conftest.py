@@ -34,11 +34,13 @@ WHISPER_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-whisper")
 TTS_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-tts")
 # demo-long (a tiny random model with a 32k context) apart: only the coding agents' tests serve it.
 LONG_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-long")
+# demo-voice (hibari's voice, linked from the hibari-tts wheel: built in a blink) apart too.
+VOICE_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-voice")
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
-MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root", "tts_root", "long_root"}
+MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root", "tts_root", "long_root", "voice_root"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -113,6 +115,16 @@ def long_root() -> Path:
 
     build_demo(LONG_CACHE, ["demo-long"], log=lambda line: print(line, file=sys.stderr))
     return LONG_CACHE
+
+
+@pytest.fixture(scope="session")
+def voice_root() -> Path:
+    """A directory with models/demo-voice (hibari's American English voice, the ONNX file of the
+    hibari-tts wheel setup.sh installs, hard-linked) and its graph."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(VOICE_CACHE, ["demo-voice"], log=lambda line: print(line, file=sys.stderr))
+    return VOICE_CACHE
 
 
 class RunningServer(ServerProcess):

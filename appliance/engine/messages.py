@@ -3,7 +3,8 @@
 Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Transcribe`,
 `Synthesize`, `Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of
 per-request events (`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`,
-`Embedded`, `Reranked`, `Transcribed`, `Synthesized`) and engine `Stats`. Each message is one `send_bytes` frame, except a Submit with
+`Embedded`, `Reranked`, `Transcribed`, `SpeechAudio`, `Synthesized`) and engine `Stats`. Which
+commands and answers belong to which task, and which engine serves it, is declared once, in `TASKS`. Each message is one `send_bytes` frame, except a Submit with
 images, whose pixels follow in raw frames, and a Transcribe, whose samples follow in one
 (`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
 one `Finished` per sequence, told apart by `index`.
@@ -11,15 +12,18 @@ one `Finished` per sequence, told apart by `index`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 import msgspec
 
 __all__ = [
     "Accepted",
     "Batch",
+    "ANSWERS",
+    "COMMANDS",
     "Cancel",
     "ChatPrompt",
+    "Command",
     "Delta",
     "Detokenize",
     "Detokenized",
@@ -29,13 +33,17 @@ __all__ = [
     "Finished",
     "ImageData",
     "LoadFailed",
+    "PROGRESS",
     "Ready",
     "Rejected",
     "Rerank",
     "Reranked",
     "SamplingParams",
     "Shutdown",
+    "SpeechAudio",
     "Stats",
+    "TASKS",
+    "TaskFrames",
     "Submit",
     "TextPrompt",
     "TokenLogprob",
@@ -212,9 +220,10 @@ class Synthesize(msgspec.Struct, frozen=True, tag="synthesize"):
     request_id: int
     text: str
     voice: str
-
-
-ToEngine = Submit | Cancel | Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize | Shutdown
+    speed: float = 1.0
+    """Pace, 1.0 the voice's own (hibari; the server refuses any other for SpeechT5)."""
+    stream: bool = False
+    """Send each piece of audio as it is spoken, in `SpeechAudio`s, before `Synthesized`."""
 
 
 class Accepted(msgspec.Struct, frozen=True, tag="accepted"):
@@ -310,21 +319,107 @@ class Transcribed(msgspec.Struct, frozen=True, tag="transcribed"):
     tokens: int = 0
 
 
+class SpeechAudio(msgspec.Struct, frozen=True, tag="speech_audio"):
+    """A streamed synthesis's next piece (a sentence): mono float32 little-endian samples."""
+
+    request_id: int
+    samples: bytes
+    sample_rate: int
+    last: bool = True
+    """No piece follows (a wav header can then give the exact length)."""
+
+
 class Synthesized(msgspec.Struct, frozen=True, tag="synthesized"):
-    """Speech: mono float32 little-endian samples at `sample_rate` Hz, and the text's tokens. A
-    whole answer is a few MB at most (the server bounds the text: 4096 characters of SpeechT5
-    speech is about 5 min, 19 MB), one msgpack bin field: decoding it on the event loop is one copy
-    (about 1 ms per 10 MB), so it needs no raw frame of its own."""
+    """Speech: mono float32 little-endian samples at `sample_rate` Hz (none when streamed: they came
+    in `SpeechAudio`s), the text's tokens (hibari: phonemes) and the acoustic frames the model made
+    (hibari: one per 12.5 ms; 0 when the pipeline does not say). A whole answer is a few MB to
+    about 30 MB (the server bounds the text: 4096 characters are about 5 min of speech), one
+    msgpack bin field: decoding it on the event loop is one copy (about 1 ms per 10 MB), so it
+    needs no raw frame of its own."""
 
     request_id: int
     samples: bytes
     sample_rate: int
     tokens: int = 0
+    frames: int = 0
 
 
-EngineEvent = (
-    Accepted | Rejected | Delta | Finished | Tokenized | Detokenized | Embedded | Reranked | Transcribed | Synthesized
-)
+class TaskFrames(msgspec.Struct, frozen=True, kw_only=True):
+    """One task an engine serves (`graphfiles.Task`): the frames it adds to the pipe, the routes
+    that call it and the engine process's side that serves it. Adding a task is one of these in
+    `TASKS` (docs/architecture.md, "How to add... an engine task")."""
+
+    routes: str
+    """The routes that send its commands (a 400 for a model of another task names them)."""
+    article: str
+    """How the task's model is called in that 400: "an embedding" (model)."""
+    commands: tuple[type, ...]
+    """What the server sends (each with a `request_id`)."""
+    answers: tuple[type, ...]
+    """What the engine answers one command with (else `Rejected`), resolving the server's call."""
+    progress: tuple[type, ...] = ()
+    """What the engine sends before the answer, to the call's listener (a streamed transcript's text)."""
+    engine: str
+    """The engine process's module whose `open_engine(graph)` builds the engine (imported there only)."""
+
+
+TASKS: dict[str, TaskFrames] = {
+    "generate": TaskFrames(
+        routes="chat, completions and responses",
+        article="a generative",
+        commands=(Submit, Tokenize, Detokenize),
+        answers=(Accepted, Tokenized, Detokenized),
+        engine="appliance.engine.worker.batching",
+    ),
+    "embed": TaskFrames(
+        routes="/v1/embeddings",
+        article="an embedding",
+        commands=(Embed,),
+        answers=(Embedded,),
+        engine="appliance.engine.worker.retrieval",
+    ),
+    "rerank": TaskFrames(
+        routes="/v1/rerank",
+        article="a rerank",
+        commands=(Rerank,),
+        answers=(Reranked,),
+        engine="appliance.engine.worker.retrieval",
+    ),
+    "transcribe": TaskFrames(
+        routes="/v1/audio/transcriptions and /v1/audio/translations",
+        article="a speech-to-text",
+        commands=(Transcribe,),
+        answers=(Transcribed,),
+        progress=(Delta,),
+        engine="appliance.engine.worker.speech",
+    ),
+    "synthesize": TaskFrames(
+        routes="/v1/audio/speech",
+        article="a text-to-speech",
+        commands=(Synthesize,),
+        answers=(Synthesized,),
+        progress=(SpeechAudio,),
+        engine="appliance.engine.worker.tts",
+    ),
+}
+"""Every task, keyed by `graphfiles.Task`: the unions below, the server's dispatch (`host/client`,
+`host/calls`) and the engine process's (`worker/process`, `worker/inbox`) are read from here."""
+
+
+def _kinds(part: str) -> tuple[type, ...]:
+    return tuple(dict.fromkeys(kind for task in TASKS.values() for kind in getattr(task, part)))
+
+
+COMMANDS = _kinds("commands")
+"""Every task's commands: what a `Cancel` can overtake in the engine's inbox."""
+ANSWERS = (*_kinds("answers"), Rejected)
+"""What resolves a call of the server (`EngineClient._deliver`)."""
+PROGRESS = _kinds("progress")
+"""What goes to a call's listener before its answer."""
+
+Command = Union[COMMANDS]  # noqa: UP007 (a union built from the table: `|` needs the types written out)
+ToEngine = Union[(*COMMANDS, Cancel, Shutdown)]  # noqa: UP007
+EngineEvent = Union[tuple(dict.fromkeys((*ANSWERS, *PROGRESS, Delta, Finished)))]  # noqa: UP007
 
 
 class Batch(msgspec.Struct, frozen=True, tag="batch"):

@@ -7,7 +7,7 @@
 - `gguf.py`: a GGUF file's header read with the standard library, and what OpenVINO GenAI's GGUF
   readers load (architectures, quantizations, tokenizer).
 - `retrieval.py`: an embedding or rerank model's settings from its sentence-transformers files.
-- `tts.py`: a text-to-speech (SpeechT5) model's facts and the `[tts]` settings (voices, input bound).
+- `tts.py`: a text-to-speech (SpeechT5, hibari) model's facts and the `[tts]` settings (voices, input bound).
 - `cpu_properties.py`: the CPU plugin properties a graph may set.
 - `facts.py`: `ModelFacts`, what the model's own files say (context, chat template, vector length,
   image rule and markers), read when a graph is built (`Graph.facts`, `Graph.max_context`): every
@@ -42,6 +42,7 @@ from appliance.graphfiles.schema import (
     SchedulerOverrides,
     SchedulerSettings,
     SpeculativeSettings,
+    Task,
     is_npu,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "SchedulerOverrides",
     "SchedulerSettings",
     "SpeculativeSettings",
+    "Task",
     "is_npu",
     "load_graph",
     "load_graphs",

@@ -6,6 +6,7 @@ Run at start-up, by `appliance check`, and by every reload before anything chang
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -121,6 +122,15 @@ def _check_speech_folder(graph: Graph) -> None:
 
 
 def _check_tts_folder(graph: Graph) -> None:
+    if graph.tts_facts is not None and graph.tts_facts.family == "hibari":
+        # The engine speaks with the package's own text front end and DSP (not copied here).
+        if importlib.util.find_spec("hibari") is None:
+            raise ConfigError(
+                f"{graph.source}: {graph.model_dir} holds hibari voices, whose text front end and vocoder come "
+                "from the Python package hibari-tts, which is not installed: `pip install --no-deps hibari-tts` "
+                "(./setup.sh does; pinned in constraints.txt)"
+            )
+        return
     missing = [name for name in TTS_FILES if not (graph.model_dir / name).is_file()]
     if missing:
         raise ConfigError(

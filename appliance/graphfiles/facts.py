@@ -32,7 +32,11 @@ from appliance.graphfiles.model_formats import special_tokens
 from appliance.graphfiles.model_json import json_object
 from appliance.graphfiles.vision import ImageRule, image_rule, native_tokens
 
-__all__ = ["DEFAULT_CONTEXT", "GGUF_TOKENIZER_TOKENS", "ModelFacts", "read_facts"]
+__all__ = ["DEFAULT_CONTEXT", "GGUF_TOKENIZER_TOKENS", "ModelFacts", "Task", "read_facts"]
+
+Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
+"""What requests a graph's model serves (`Graph.task`); each is declared once, with its frames,
+routes and engine, in `engine/messages.TASKS`."""
 
 DEFAULT_CONTEXT = 4096
 """Tokens of context for an IR folder whose config.json gives no `max_position_embeddings`."""
@@ -107,7 +111,7 @@ def read_facts(
     model_path: Path,
     *,
     gguf: bool,
-    task: Literal["generate", "embed", "rerank", "transcribe", "synthesize"],
+    task: Task,
     accepts_images: bool,
     max_length: int,
 ) -> ModelFacts:
@@ -119,7 +123,9 @@ def read_facts(
         source = "text tokens per 30 s window: config.json max_target_positions, else Whisper's"
         return ModelFacts(max_length, source, TemplateTools(False, False, None), "")
     if task == "synthesize":
-        source = "text tokens the encoder reads: config.json max_text_positions, else SpeechT5's"
+        source = (
+            "text tokens the encoder reads: config.json max_text_positions, else SpeechT5's; hibari: phonemes per call"
+        )
         return ModelFacts(max_length, source, TemplateTools(False, False, None), "")
     if task != "generate":
         context = (max_length, "per text: [embedding] max_length, else the model's files")

@@ -113,6 +113,8 @@ def estimate_footprint(
     (a file that cannot be read counts 0)."""
     files = _file_size(model_dir) if gguf else _bin_sizes(model_dir)
     files_source = "the GGUF file" if gguf else ".bin files of the model folder"
+    if not gguf and not files:  # ONNX models OpenVINO reads as they are (hibari voices)
+        files, files_source = _bin_sizes(model_dir, "*.onnx"), ".onnx files of the model folder"
     if draft_dir is not None:
         files += _bin_sizes(draft_dir)
         files_source += " and the draft model's"
@@ -152,9 +154,9 @@ def _widest_layer(model_dir: Path) -> int:
     return 4 * hidden if isinstance(hidden, int) and hidden > 0 else 0
 
 
-def _bin_sizes(folder: Path) -> int:
+def _bin_sizes(folder: Path, pattern: str = "*.bin") -> int:
     try:
-        return sum(path.stat().st_size for path in folder.glob("*.bin") if path.is_file())
+        return sum(path.stat().st_size for path in folder.glob(pattern) if path.is_file())
     except OSError:
         return 0
 

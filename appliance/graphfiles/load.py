@@ -129,6 +129,9 @@ def _check_tts(path: Path, graph: Graph, *, check_paths: bool) -> None:
             f"{path}: `tts.default_voice` {graph.tts.default_voice!r} is not one of `tts.voices` "
             f"({', '.join(graph.tts.voices) or 'none given'})"
         )
+    if facts.family == "hibari":
+        _check_hibari_voices(path, graph, check_paths=check_paths)
+        return
     if not check_paths:
         return
     size = facts.speaker_embedding_dim * 4
@@ -143,6 +146,19 @@ def _check_tts(path: Path, graph: Graph, *, check_paths: bool) -> None:
                 f"of this model is {facts.speaker_embedding_dim} float32 values ({size} bytes, config.json "
                 "speaker_embedding_dim)"
             )
+
+
+def _check_hibari_voices(path: Path, graph: Graph, *, check_paths: bool) -> None:
+    if not graph.tts.voices:
+        raise ConfigError(
+            f"{path}: a hibari folder's graph names its voices: `[tts.voices]`, each a voice's ONNX model "
+            '(e.g. heart = "../models/demo-voice/hibari.onnx")'
+        )
+    for name, voice in graph.voices.items():
+        if voice is None or voice.suffix != ".onnx":
+            raise ConfigError(f"{path}: `tts.voices.{name}`: a hibari voice is its ONNX model (a .onnx file)")
+        if check_paths and not voice.is_file():
+            raise ConfigError(f"{path}: `tts.voices.{name}`: {voice} is not a file")
 
 
 def _check_not_generative(path: Path, graph: Graph) -> None:

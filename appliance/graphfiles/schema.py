@@ -13,12 +13,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from appliance.graphfiles.facts import ModelFacts, read_facts
+from appliance.graphfiles.facts import ModelFacts, Task, read_facts
 from appliance.graphfiles.footprint import Footprint, estimate_footprint
 from appliance.graphfiles.numbers import FiniteFloat, Int64, NonNegativeInt, PositiveInt
 from appliance.graphfiles.retrieval import RetrievalConfig, RetrievalSettings, resolve, retrieval_kind
 from appliance.graphfiles.speech import SpeechFacts, SpeechSettings, is_whisper, read_speech_facts
-from appliance.graphfiles.tts import OPENAI_INPUT_CHARS, TtsFacts, TtsSettings, is_speecht5, read_tts_facts
+from appliance.graphfiles.tts import OPENAI_INPUT_CHARS, TtsFacts, TtsSettings, is_hibari, is_speecht5, read_tts_facts
 
 __all__ = [
     "GGUF_SUFFIX",
@@ -32,6 +32,7 @@ __all__ = [
     "SchedulerOverrides",
     "SpeculativeSettings",
     "SpeechSettings",
+    "Task",
     "TtsSettings",
     "is_npu",
 ]
@@ -56,7 +57,6 @@ RETRIEVAL_KINDS = ("TEXT_EMBEDDING", "TEXT_RERANK")
 PipelineKind = Literal[
     "LM_CB", "VLM_CB", "LM", "VLM", "TEXT_EMBEDDING", "TEXT_RERANK", "SPEECH_TO_TEXT", "TEXT_TO_SPEECH"
 ]
-Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
 
 
 class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -222,10 +222,10 @@ class Graph(_Config, dict=True):
     batching. LM and VLM: the stateful pipeline, one request at a time (what NPU runs; on CPU and
     GPU it trades throughput for a smaller footprint). TEXT_EMBEDDING: an embedding model
     (`/v1/embeddings`); TEXT_RERANK: a cross-encoder (`/v1/rerank`); SPEECH_TO_TEXT: a Whisper model
-    (`/v1/audio/transcriptions`, `/v1/audio/translations`); TEXT_TO_SPEECH: a SpeechT5 model
-    (`/v1/audio/speech`). AUTO: TEXT_EMBEDDING when the folder holds sentence-transformers'
+    (`/v1/audio/transcriptions`, `/v1/audio/translations`); TEXT_TO_SPEECH: a SpeechT5 model or
+    hibari voices (`/v1/audio/speech`). AUTO: TEXT_EMBEDDING when the folder holds sentence-transformers'
     `modules.json`, TEXT_RERANK for a `*ForSequenceClassification` model, SPEECH_TO_TEXT for a
-    Whisper model, TEXT_TO_SPEECH for a SpeechT5 model, VLM when it holds a vision encoder, else LM (always
+    Whisper model, TEXT_TO_SPEECH for a SpeechT5 model or a hibari folder, VLM when it holds a vision encoder, else LM (always
     LM for a GGUF file); continuous batching except on NPU."""
     description: str = ""
     aliases: tuple[ModelName, ...] = ()
@@ -361,13 +361,14 @@ class Graph(_Config, dict=True):
 
     @property
     def tts_facts(self) -> TtsFacts | None:
-        """Text-to-speech graphs: what the SpeechT5 model's files say (None for the others)."""
+        """Text-to-speech graphs: what the model's files say (None for the others)."""
         return self.__dict__["_tts"]
 
     @property
     def voices(self) -> dict[str, Path | None]:
-        """Text-to-speech graphs: each voice's speaker-embedding file, resolved (`tts.voices`);
-        `{"default": None}` when the graph names none (no speaker embedding)."""
+        """Text-to-speech graphs: each voice's file, resolved (`tts.voices`: a speaker embedding,
+        or a hibari voice's ONNX model); `{"default": None}` when the graph names none (SpeechT5
+        with no speaker embedding)."""
         if not self.tts.voices:
             return {"default": None}
         return {name: self._resolve(path) for name, path in self.tts.voices.items()}
@@ -388,6 +389,8 @@ class Graph(_Config, dict=True):
         """Text-to-speech graphs: characters one request may carry (see `TtsSettings`)."""
         if self.tts.max_input_chars is not None:
             return self.tts.max_input_chars
+        if self.tts_facts is not None and self.tts_facts.streams:
+            return OPENAI_INPUT_CHARS  # spoken a sentence at a time: the call's bound is not the text's
         return min(OPENAI_INPUT_CHARS, self.facts.context - 1)
 
     @property
@@ -506,10 +509,10 @@ class Graph(_Config, dict=True):
 
 
 def _audio_kind(model_dir: Path) -> PipelineKind | None:
-    """SPEECH_TO_TEXT for a Whisper folder, TEXT_TO_SPEECH for a SpeechT5 one."""
+    """SPEECH_TO_TEXT for a Whisper folder, TEXT_TO_SPEECH for a SpeechT5 or hibari one."""
     if is_whisper(model_dir):
         return "SPEECH_TO_TEXT"
-    return "TEXT_TO_SPEECH" if is_speecht5(model_dir) else None
+    return "TEXT_TO_SPEECH" if is_speecht5(model_dir) or is_hibari(model_dir) else None
 
 
 def is_npu(device: str) -> bool:

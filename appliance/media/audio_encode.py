@@ -1,7 +1,7 @@
 """Mono float32 samples -> the bytes of an audio file in one of OpenAI's speech formats (blocking,
 CPU-bound: call it in a thread).
 
-wav (16-bit PCM, written with the standard library's `wave`) and pcm (raw 16-bit little-endian
+wav (16-bit PCM behind a 44-byte header) and pcm (raw 16-bit little-endian
 samples at the model's rate, no header: OpenAI's `pcm`) need no codec. mp3, opus (in Ogg, as
 OpenAI sends it), aac (ADTS) and flac are encoded with PyAV (`av`), whose wheels carry FFmpeg with
 libmp3lame and libopus: the library that decodes uploads (`media.audio`) encodes answers too.
@@ -15,13 +15,13 @@ Cost (measured 2026-11-28 on this box's AMD EPYC, one thread, shared): 10 s of 1
 from __future__ import annotations
 
 import io
-import wave
+import struct
 from typing import Literal
 
 import av
 import numpy as np
 
-__all__ = ["MEDIA_TYPES", "SpeechFormat", "encode_speech"]
+__all__ = ["MEDIA_TYPES", "SpeechEncoder", "SpeechFormat", "encode_speech"]
 
 SpeechFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
@@ -51,39 +51,116 @@ def pcm16(samples: np.ndarray) -> bytes:
 
 def encode_speech(samples: np.ndarray, sample_rate: int, response_format: SpeechFormat) -> bytes:
     """`samples` (mono float32, nominally in [-1, 1]) at `sample_rate` Hz as a file of `response_format`."""
-    if response_format == "pcm":
-        return pcm16(samples)
-    if response_format == "wav":
-        out = io.BytesIO()
-        with wave.open(out, "wb") as writer:
-            writer.setnchannels(1)
-            writer.setsampwidth(2)
-            writer.setframerate(sample_rate)
-            writer.writeframes(pcm16(samples))
-        return out.getvalue()
-    return _encode_with_ffmpeg(samples, sample_rate, *_CONTAINERS[response_format])
+    return SpeechEncoder(sample_rate, response_format).add(samples, last=True)
 
 
-def _encode_with_ffmpeg(samples: np.ndarray, sample_rate: int, muxer: str, encoder: str) -> bytes:
-    codec = av.codec.Codec(encoder, "w")
-    rates = sorted(codec.audio_rates or ())
-    rate = (
-        sample_rate
-        if not rates or sample_rate in rates
-        else min(rates, key=lambda r: (r < sample_rate, abs(r - sample_rate)))
+class SpeechEncoder:
+    """One audio file written piece by piece: `add` takes the next samples and returns the file's
+    bytes that follow the ones returned before, so the pieces joined are the file (streamed speech
+    sends each as it comes). Not thread-safe: one piece at a time, in order.
+
+    wav: a whole file given in one piece has its exact sizes; a file given in several has the
+    RIFF and data sizes 0xFFFFFFFF, "to the end of the stream", as a streaming writer must (the
+    length is not known when the header leaves; FFmpeg writes the same to a pipe, and readers take
+    the data to the end of the file). FFmpeg's formats write to a sink that cannot seek, so no
+    muxer goes back to rewrite a header (flac's total sample count stays 0, "unknown", as the FLAC
+    format allows; mp3 has no Xing frame, so a decoder keeps the codec's padding, up to about
+    0.1 s of silence at the end); Ogg pages are flushed every 20 ms of audio so each piece leaves
+    whole. A file given in one piece is written as a whole file is, its headers complete.
+    """
+
+    def __init__(self, sample_rate: int, response_format: SpeechFormat) -> None:
+        self.sample_rate = sample_rate
+        self.response_format = response_format
+        self._started = False
+        self._ffmpeg: _FfmpegWriter | None = None
+
+    def add(self, samples: np.ndarray, *, last: bool) -> bytes:
+        """The bytes that encode `samples` (mono float32) after the earlier pieces; `last`: the file
+        ends with them (the encoder's held samples and the container's trailer follow)."""
+        first, self._started = not self._started, True
+        if self.response_format == "pcm":
+            return pcm16(samples)
+        if self.response_format == "wav":
+            body = pcm16(samples)
+            return (_wav_header(self.sample_rate, len(body) if last else None) if first else b"") + body
+        if self._ffmpeg is None:
+            # A whole file in one piece goes to a sink that can seek: the muxer then rewrites its
+            # header at the end (mp3's Xing frame tells a decoder the codec's padding to drop).
+            self._ffmpeg = _FfmpegWriter(self.sample_rate, *_CONTAINERS[self.response_format], whole=first and last)
+        return self._ffmpeg.add(samples, last=last)
+
+    def close(self) -> None:
+        """Let go of the codec (a file abandoned before its last piece)."""
+        if self._ffmpeg is not None:
+            self._ffmpeg.close()
+
+
+def _wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
+    """A 16-bit mono PCM WAV header; `data_bytes` None: the streaming sizes, 0xFFFFFFFF."""
+    data_size = 0xFFFFFFFF if data_bytes is None else data_bytes
+    riff_size = 0xFFFFFFFF if data_bytes is None else 36 + data_bytes
+    return (
+        b"RIFF"
+        + riff_size.to_bytes(4, "little")
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+        + b"data"
+        + data_size.to_bytes(4, "little")
     )
-    out = io.BytesIO()
-    with av.open(out, "w", format=muxer) as container:
-        stream = container.add_stream(encoder, rate=rate, layout="mono")
-        target = stream.codec_context.format
-        resampler = av.AudioResampler(format=target.name, layout="mono", rate=rate)
+
+
+class _Sink:
+    """Where the muxer writes: no `seek`, so FFmpeg treats it as a stream."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out = b"".join(self._parts)
+        self._parts.clear()
+        return out
+
+
+class _FfmpegWriter:
+    def __init__(self, sample_rate: int, muxer: str, encoder: str, *, whole: bool) -> None:
+        codec = av.codec.Codec(encoder, "w")
+        rates = sorted(codec.audio_rates or ())
+        rate = (
+            sample_rate
+            if not rates or sample_rate in rates
+            else min(rates, key=lambda r: (r < sample_rate, abs(r - sample_rate)))
+        )
+        self._sample_rate = sample_rate
+        self._sink: _Sink | io.BytesIO = io.BytesIO() if whole else _Sink()
+        options = {"page_duration": "20000"} if muxer == "ogg" and not whole else {}
+        self._container = av.open(self._sink, "w", format=muxer, options=options)
+        self._stream = self._container.add_stream(encoder, rate=rate, layout="mono")
+        target = self._stream.codec_context.format
+        self._resampler = av.AudioResampler(format=target.name, layout="mono", rate=rate)
+
+    def add(self, samples: np.ndarray, *, last: bool) -> bytes:
         frame = av.AudioFrame.from_ndarray(
             np.clip(samples, -1.0, 1.0).astype(np.float32).reshape(1, -1), format="flt", layout="mono"
         )
-        frame.sample_rate = sample_rate
-        for piece in (*resampler.resample(frame), *resampler.resample(None)):
-            for packet in stream.encode(piece):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
+        frame.sample_rate = self._sample_rate
+        pieces = [*self._resampler.resample(frame), *(self._resampler.resample(None) if last else ())]
+        for piece in pieces:
+            self._mux(piece)
+        if last:
+            self._mux(None)
+            self._container.close()
+        if isinstance(self._sink, io.BytesIO):
+            return self._sink.getvalue() if last else b""
+        return self._sink.take()
+
+    def _mux(self, piece: av.AudioFrame | None) -> None:
+        for packet in self._stream.encode(piece):
+            self._container.mux(packet)
+
+    def close(self) -> None:
+        self._container.close()

@@ -1,10 +1,13 @@
 """Text to speech on a real server (issue 41, item 6): demo-tts (a tiny random-weight SpeechT5, so
 its speech is noise) speaks through the official `openai` SDK in every response format, streamed
-with `with_streaming_response` too; what SpeechT5 cannot do, and bad inputs, are 400s."""
+with `with_streaming_response` too, and as SSE (one delta: SpeechT5 speaks the whole text at once);
+what SpeechT5 cannot do, and bad inputs, are 400s."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,7 +132,6 @@ def test_raw_http_without_voice_takes_the_default(server: RunningServer) -> None
         ({"input": ""}, "input", "empty"),
         ({"input": "x" * (MAX_INPUT_CHARS + 1)}, "input", f"at most {MAX_INPUT_CHARS}"),
         ({"response_format": "ogg"}, "response_format", ""),
-        ({"stream_format": "sse"}, "stream_format", "whole audio"),
         ({"model": "demo-chat"}, "model", "/v1/audio/speech"),
         ({"tempo": 2}, "tempo", ""),
     ],
@@ -151,6 +153,17 @@ def test_text_beyond_the_encoders_positions_is_a_400_from_the_engine(server: Run
     assert server.model_status("demo-tts-unbounded")["state"] == "ready"  # refused, not crashed
     body["input"] = "x" * 440
     assert httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60).status_code == 200
+
+
+def test_sse_of_speecht5_is_its_whole_audio_in_one_delta(server: RunningServer) -> None:
+    body = {"model": "demo-tts", "input": "Hello there.", "response_format": "wav", "stream_format": "sse"}
+    answer = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60)
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line.removeprefix("data: ")) for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert [event["type"] for event in events] == ["speech.audio.delta", "speech.audio.done"]
+    whole = httpx.post(f"{server.url}/v1/audio/speech", json={**body, "stream_format": "audio"}, timeout=60)
+    assert base64.b64decode(events[0]["audio"]) == whole.content  # one piece: the exact wav
+    assert events[1]["usage"]["input_tokens"] > 0
 
 
 def test_sdk_sees_a_bad_voice_as_bad_request(client: openai.OpenAI) -> None:

@@ -173,7 +173,29 @@ def test_unknown_name_raises_before_building(tmp_path: Path) -> None:
 
 
 def test_default_demos_are_chat_vision_smol_retrieval_and_speech() -> None:
-    assert DEFAULT_DEMOS == ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank", "demo-whisper")
+    assert DEFAULT_DEMOS == (
+        "demo-chat",
+        "demo-vision",
+        "demo-smol",
+        "demo-embed",
+        "demo-rerank",
+        "demo-whisper",
+        "demo-voice",
+    )
+
+
+def test_demo_voice_is_the_wheels_onnx_file_beside_a_config(tmp_path: Path) -> None:
+    """demo-voice builds in no time (a link and a checksum: it is in the default set and in CI)."""
+    import time
+
+    started = time.monotonic()
+    (graph,) = build_demo(tmp_path, ["demo-voice"], log=lambda _: None)
+    assert time.monotonic() - started < 10
+    model = tmp_path / "models" / "demo-voice"
+    assert json.loads((model / "config.json").read_text())["model_type"] == "hibari"
+    assert (model / "hibari.onnx").stat().st_size == 7_936_868
+    text = graph.read_text()
+    assert 'pipeline = "TEXT_TO_SPEECH"' in text and 'heart = "../models/demo-voice/hibari.onnx"' in text
 
 
 def test_demo_vision_model_and_graph(demo_root: Path) -> None:

@@ -1,6 +1,7 @@
-"""Text-to-speech graphs (issue 41, item 6): the kind read from a SpeechT5 folder, its facts, the
-`[tts]` voices checked at load (files, sizes, the default), `[tts]` refused elsewhere, the input
-bound, and the service's refusals before anything reaches an engine."""
+"""Text-to-speech graphs (issue 41, item 6; hibari voices, issue 52): the kind read from a SpeechT5
+or hibari folder, its facts, the `[tts]` voices checked at load (files, sizes, the default),
+`[tts]` refused elsewhere, the input bound, and the service's refusals before anything reaches an
+engine."""
 
 from __future__ import annotations
 
@@ -128,7 +129,6 @@ def test_the_voice_asked_or_the_default(engine: _Engine) -> None:
         ({"voice": ""}, "voice", "`voice` is empty"),
         ({"speed": 0.5}, "speed", "speed 1.0 only"),
         ({"instructions": "Whisper."}, "instructions", "no instructions"),
-        ({"stream_format": "sse"}, "stream_format", "'sse' is not served"),
         ({"input": "   "}, "input", "empty"),
         ({"input": "x" * 21}, "input", "at most 20 (tts.max_input_chars)"),
     ],
@@ -143,3 +143,43 @@ def test_another_kind_of_model_is_refused_first(engine: _Engine) -> None:
     chat = _Engine(SimpleNamespace(), task="generate")
     with pytest.raises(InvalidRequest, match="not a text-to-speech model"):
         tts.check(chat, _request(voice="nova"))
+
+
+HIBARI = {"config.json": {"model_type": "hibari", "accent": "en-GB"}}
+
+
+def _hibari(tmp_path: Path, voices: str = '[tts.voices]\nheart = "model/heart.onnx"\n') -> Path:
+    path = _graph(tmp_path, HIBARI, voices)
+    (tmp_path / "model" / "heart.onnx").write_bytes(b"onnx")
+    return path
+
+
+def test_a_hibari_folder_is_served_as_text_to_speech(tmp_path: Path) -> None:
+    graph = load_graph(_hibari(tmp_path))
+    assert graph.pipeline_kind == "TEXT_TO_SPEECH" and graph.task == "synthesize"
+    facts = graph.tts_facts
+    assert (facts.family, facts.british, facts.streams, facts.text_positions) == ("hibari", True, True, 400)
+    assert graph.voices == {"heart": tmp_path / "model" / "heart.onnx"} and graph.default_voice == "heart"
+    # Spoken a sentence at a time: OpenAI's bound on the text, not one call's phonemes.
+    assert graph.max_input_chars == 4096
+    assert "British English" in facts.describe()
+
+
+@pytest.mark.parametrize(
+    ("voices", "says"),
+    [
+        ("", r"names its voices: `\[tts.voices\]`"),
+        ('[tts.voices]\nheart = "model/heart.bin"\n', r"`tts.voices.heart`: a hibari voice is its ONNX model"),
+        ('[tts.voices]\nheart = "model/gone.onnx"\n', r"`tts.voices.heart`: .*gone.onnx is not a file"),
+    ],
+)
+def test_a_hibari_graph_names_its_voices_onnx_files(tmp_path: Path, voices: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        load_graph(_hibari(tmp_path, voices))
+
+
+def test_a_hibari_voice_takes_a_speed_and_refuses_instructions(tmp_path: Path) -> None:
+    engine = _Engine(load_graph(_hibari(tmp_path)))
+    assert tts.check(engine, _request(speed=0.25, stream_format="sse")) == "heart"
+    with pytest.raises(InvalidRequest, match=r"\(hibari\) takes no instructions"):
+        tts.check(engine, _request(instructions="Whisper."))

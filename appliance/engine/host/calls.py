@@ -17,19 +17,22 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Any
 
 from appliance.engine.host.streams import RequestStream, timed_out
 from appliance.engine.messages import (
+    TASKS,
     Accepted,
     Cancel,
     ChatPrompt,
+    Command,
     Detokenize,
     Embed,
     Embedded,
     Rerank,
     Reranked,
     SamplingParams,
+    SpeechAudio,
     Submit,
     Synthesize,
     Synthesized,
@@ -44,18 +47,10 @@ from appliance.engine.messages import (
     encoder,
 )
 from appliance.errors import InvalidRequest, ModelNotReady, Overloaded
+from appliance.graphfiles import Task
 
 __all__ = ["EngineCalls", "Reservation", "Task"]
 
-
-Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
-_TASK_ROUTES = {
-    "generate": "chat, completions and responses",
-    "embed": "/v1/embeddings",
-    "rerank": "/v1/rerank",
-    "transcribe": "/v1/audio/transcriptions and /v1/audio/translations",
-    "synthesize": "/v1/audio/speech",
-}
 _ids = itertools.count(1)
 
 
@@ -81,9 +76,7 @@ class Reservation:
         self.release()
 
 
-def _frames(
-    message: Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize,
-) -> list[bytes | memoryview]:
+def _frames(message: Command) -> list[bytes | memoryview]:
     """`message` framed for the pipe, before anything is admitted or registered for it. msgpack
     holds integers of 64 bits; a larger one in free-form JSON (a tool's schema, a call's arguments,
     template kwargs) is the client's error, not the server's."""
@@ -121,9 +114,9 @@ class EngineCalls:
     def require(self, task: Task) -> None:
         """Raise 400 (param `model`) unless this model serves `task`."""
         if self.graph.task != task:
+            served = TASKS[self.graph.task]
             raise InvalidRequest(
-                f"Model '{self.name}' is {_describe(self.graph.task)} model: it serves "
-                f"{_TASK_ROUTES[self.graph.task]}, not {_TASK_ROUTES[task]}.",
+                f"Model '{self.name}' is {served.article} model: it serves {served.routes}, not {TASKS[task].routes}.",
                 param="model",
                 code="model_not_supported",
             )
@@ -229,18 +222,41 @@ class EngineCalls:
                 retry_after=max(1, int(held // 30)),
             )
         self._audio_seconds += seconds
+        listener = None if on_text is None else lambda event: on_text(event.text)
         try:
-            answer = await self._ask(lambda request_id: Transcribe(request_id, options, samples), "transcribe", on_text)
+            answer = await self._ask(
+                lambda request_id: Transcribe(request_id, options, samples), "transcribe", listener
+            )
         finally:
             self._audio_seconds -= seconds
         self._metrics.transcribed(time.monotonic() - started, seconds, answer.tokens)
         return answer
 
-    async def synthesize(self, text: str, voice: str) -> Synthesized:
-        """`text` spoken in `voice` (text-to-speech graphs): the whole waveform, once generated."""
+    async def synthesize(
+        self,
+        text: str,
+        voice: str,
+        speed: float = 1.0,
+        on_audio: Callable[[SpeechAudio], None] | None = None,
+    ) -> Synthesized:
+        """`text` spoken in `voice` at `speed` (text-to-speech graphs): the whole waveform once
+        spoken, or, given `on_audio`, each piece as it is spoken (the answer then holds none)."""
         started = time.monotonic()
-        answer = await self._ask(lambda request_id: Synthesize(request_id, text, voice), "synthesize")
-        seconds = len(answer.samples) / 4 / answer.sample_rate if answer.sample_rate else 0.0
+        spoken = 0
+
+        def heard(piece: SpeechAudio) -> None:
+            nonlocal spoken
+            spoken += len(piece.samples)
+            on_audio(piece)
+
+        stream = on_audio is not None
+        answer = await self._ask(
+            lambda request_id: Synthesize(request_id, text, voice, speed, stream),
+            "synthesize",
+            heard if stream else None,
+        )
+        samples = spoken if stream else len(answer.samples)
+        seconds = samples / 4 / answer.sample_rate if answer.sample_rate else 0.0
         self._metrics.synthesized(time.monotonic() - started, seconds, answer.tokens)
         return answer
 
@@ -253,9 +269,9 @@ class EngineCalls:
 
     async def _ask(
         self,
-        command: Callable[[int], Tokenize | Detokenize | Embed | Rerank | Transcribe | Synthesize],
+        command: Callable[[int], Command],
         task: Task = "generate",
-        on_text: Callable[[str], None] | None = None,
+        listener: Callable[[Any], None] | None = None,
     ):
         # Tokenizing runs on the thread that steps the pipeline, as a generation's prompt does:
         # admitted and timed like one, so a burst of them gets 503s rather than stalling the model.
@@ -267,8 +283,8 @@ class EngineCalls:
         self._admit(task)
         answer: asyncio.Future = self._loop.create_future()
         self._pending[request_id] = answer
-        if on_text is not None:
-            self._listeners[request_id] = on_text
+        if listener is not None:
+            self._listeners[request_id] = listener
         self._asking += 1
         for frame in frames:
             self._outbox.put(frame)
@@ -295,13 +311,3 @@ class EngineCalls:
         if stream is not None:
             self._metrics.cancelled(stream)
             self._outbox.put(encoder.encode(Cancel(request_id=request_id)))
-
-
-def _describe(task: Task) -> str:
-    return {
-        "generate": "a generative",
-        "embed": "an embedding",
-        "rerank": "a rerank",
-        "transcribe": "a speech-to-text",
-        "synthesize": "a text-to-speech",
-    }[task]

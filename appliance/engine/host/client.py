@@ -16,7 +16,7 @@ import logging
 import queue
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Any, Literal
 
 from appliance.engine.host.calls import EngineCalls, Reservation
 from appliance.engine.host.client_metrics import ClientMetrics
@@ -24,21 +24,7 @@ from appliance.engine.host.engine_process import EngineProcess
 from appliance.engine.host.process_lifecycle import ProcessLifecycle
 from appliance.engine.host.streams import RequestStream
 from appliance.engine.host.templates import ToolFormat
-from appliance.engine.messages import (
-    Accepted,
-    Batch,
-    Delta,
-    Detokenized,
-    Embedded,
-    LoadFailed,
-    Ready,
-    Rejected,
-    Reranked,
-    Stats,
-    Synthesized,
-    Tokenized,
-    Transcribed,
-)
+from appliance.engine.messages import ANSWERS, PROGRESS, Accepted, Batch, LoadFailed, Ready, Rejected, Stats
 from appliance.errors import ContextLengthExceeded, EngineFailure, InvalidRequest
 from appliance.graphfiles import Graph
 from appliance.graphfiles.chat_template import TemplateTools
@@ -120,8 +106,8 @@ class EngineClient(ProcessLifecycle, EngineCalls):
         self._outbox: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
         """The running process's frames (`EngineProcess.outbox`)."""
         self._pending: dict[int, asyncio.Future[Accepted]] = {}
-        self._listeners: dict[int, Callable[[str], None]] = {}
-        """Transcriptions streamed: where each one's text goes as the engine decodes it."""
+        self._listeners: dict[int, Callable[[Any], None]] = {}
+        """Calls streamed: where each one's `PROGRESS` events go (a transcript's text, speech's audio)."""
         self._streams: dict[int, RequestStream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = asyncio.Event()
@@ -303,13 +289,11 @@ class EngineClient(ProcessLifecycle, EngineCalls):
 
     def _deliver(self, event: object) -> None:
         request_id = event.request_id
-        if isinstance(event, Delta) and request_id in self._listeners:
+        if isinstance(event, PROGRESS) and request_id in self._listeners:
             self.last_used = time.monotonic()
-            self._listeners[request_id](event.text)
+            self._listeners[request_id](event)
             return
-        if isinstance(
-            event, Accepted | Rejected | Tokenized | Detokenized | Embedded | Reranked | Transcribed | Synthesized
-        ):
+        if isinstance(event, ANSWERS):
             future = self._pending.get(request_id)
             if future is None or future.done():
                 return

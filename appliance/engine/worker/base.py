@@ -8,18 +8,21 @@ to the server and the queue of commands read from it, and `run` serves them unti
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from multiprocessing.connection import Connection
 from typing import Any
 
 import openvino_genai
 
-from appliance.engine.messages import Accepted, SamplingParams
+from appliance.engine.messages import Accepted, Ready, SamplingParams
 from appliance.engine.worker.inbox import Inbox
 from appliance.engine.worker.outputs import Detokenizer, RequestOutputs
 from appliance.engine.worker.preparer import PreparedSubmit, RequestPreparer
 from appliance.engine.worker.vocab_decoder import VocabDecoder
 from appliance.graphfiles import Graph
+from appliance.graphfiles.chat_template import template_tools
+from appliance.graphfiles.model_formats import special_tokens
 
 __all__ = ["STATS_INTERVAL_S", "Engine", "accepted"]
 
@@ -41,6 +44,27 @@ class Engine(ABC):
     @abstractmethod
     def run(self, conn: Connection, inbox: Inbox) -> None:
         """Serve the commands from `inbox`, sending events on `conn`, until `Shutdown`."""
+
+    def ready(self, load_seconds: float) -> Ready:
+        """What the server hears once the pipeline is loaded: the context, and what the chat
+        template (or the tokenizer's tokens) does with tools and images."""
+        graph = self.graph
+        vision = self.requests.vision
+        tools = template_tools(
+            self.tokenizer.chat_template or "", frozenset() if graph.gguf else special_tokens(graph.model_dir)
+        )
+        return Ready(
+            max_context=self.max_context,
+            load_seconds=load_seconds,
+            vision_tokens=vision.native_tokens if vision is not None else [],
+            gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
+            template_renders_tools=tools.renders_tools,
+            template_renders_tool_calls=tools.renders_tool_calls,
+            template_tool_parser=tools.tool_parser or "",
+            template_tool_reason=tools.tool_reason,
+            template_reasoning_parser=tools.reasoning_parser or "",
+            template_reasoning_reason=tools.reasoning_reason,
+        )
 
     def request_outputs(self, params: SamplingParams, *, match_stop_strings: bool) -> RequestOutputs:
         """A new request's outputs, decoded with the shared detokenizer."""

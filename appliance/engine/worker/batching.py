@@ -44,7 +44,7 @@ from appliance.engine.worker.pipelines import load_pipeline
 from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
-__all__ = ["BatchingEngine"]
+__all__ = ["BatchingEngine", "open_engine"]
 
 _STATUS = openvino_genai.GenerationStatus
 
@@ -254,3 +254,13 @@ class BatchingEngine(Engine):
             draft_tokens=self.draft_tokens,
             accepted_tokens=self.accepted_tokens,
         )
+
+
+def open_engine(graph: Graph) -> Engine:
+    """The engine of a generative graph (`messages.TASKS`): continuous batching, or the stateful
+    pipeline's FIFO queue for LM and VLM graphs."""
+    if graph.stateful:
+        from appliance.engine.worker.stateful import StatefulEngine  # imports this module
+
+        return StatefulEngine(graph)
+    return BatchingEngine(graph)

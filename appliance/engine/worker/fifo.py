@@ -35,7 +35,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Generic, Protocol, TypeVar
 
-from appliance.engine.messages import Batch, Cancel, EngineEvent, Shutdown, Stats, encoder
+from appliance.engine.messages import Batch, Cancel, EngineEvent, Ready, Shutdown, Stats, encoder
 from appliance.engine.worker.base import STATS_INTERVAL_S
 from appliance.engine.worker.inbox import Inbox
 from appliance.graphfiles import Graph
@@ -60,6 +60,8 @@ class FifoEngine(ABC, Generic[J]):
 
     thread_name = "serve"
     """The serving thread's name (in logs and py-spy dumps)."""
+    max_context: int
+    """What `Ready` reports (each engine sets it)."""
 
     def __init__(self, graph: Graph, load: Callable[[], Any]) -> None:
         self.graph = graph
@@ -88,6 +90,10 @@ class FifoEngine(ABC, Generic[J]):
     def serve(self, job: J) -> list[EngineEvent]:
         """Run `job` on the serving thread; the events that answer it (none once cancelled, if
         the server has forgotten it). Calls `pipeline_failed` when the pipeline raised."""
+
+    def ready(self, load_seconds: float) -> Ready:
+        """What the server hears once the pipeline is loaded."""
+        return Ready(max_context=self.max_context, load_seconds=load_seconds)
 
     def kv_cache_usage(self) -> float:
         """The share of the engine's cache the running request holds (for `Stats`)."""

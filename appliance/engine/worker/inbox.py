@@ -2,8 +2,8 @@
 
 A command waits here while the engine steps or prepares the ones before it. When its client leaves
 meanwhile, the server sends `Cancel` right behind it; the thread reading the pipe notes the
-cancelled id as the `Cancel` arrives, so the engine skips the waiting `Submit`, `Tokenize` or
-`Detokenize` instead of rendering and tokenizing a prompt for nobody (each can take a large share
+cancelled id as the `Cancel` arrives, so the engine skips the waiting command (a `Submit`,
+`Tokenize`, any task's) instead of rendering and tokenizing a prompt for nobody (each can take a large share
 of a second, on the thread that steps every stream of the model).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import time
 
-from appliance.engine.messages import Cancel, Detokenize, Embed, Rerank, Submit, Tokenize, Transcribe
+from appliance.engine.messages import COMMANDS, Cancel
 
 __all__ = ["Inbox"]
 
@@ -52,6 +52,6 @@ class Inbox:
             # Every command of this request was taken before it: nothing left to skip.
             self._cancelled.discard(command.request_id)
             return True
-        if isinstance(command, Submit | Tokenize | Detokenize | Embed | Rerank | Transcribe):
+        if isinstance(command, COMMANDS):
             return command.request_id not in self._cancelled
         return True

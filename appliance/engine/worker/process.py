@@ -5,36 +5,30 @@ It runs in its own process because `step()`, `add_request()` and `Tokenizer.enco
 Commands arrive on a pipe (read by a thread, so the loop never blocks on it while requests run);
 events go back in `Batch` frames.
 
-Continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`, as an add_request/step loop with
-one `Batch` per step; stateful graphs (LM, VLM: NPU) run one request at a time in `stateful.py`;
-embedding and rerank graphs in `retrieval.py`, texts of many requests batched into each call;
-speech-to-text graphs in `speech.py`, one transcription at a time; text-to-speech graphs in
-`tts.py`, one text at a time.
+Which engine serves a graph is its task's (`messages.TASKS`: a module whose `open_engine(graph)`
+builds it, imported here only): continuous-batching graphs (LM_CB, VLM_CB) run in `batching.py`,
+as an add_request/step loop with one `Batch` per step, and stateful graphs (LM, VLM: NPU) one
+request at a time in `stateful.py`; embedding and rerank graphs in `retrieval.py`, texts of many
+requests batched into each call; speech-to-text graphs in `speech.py`, one transcription at a time;
+text-to-speech graphs in `tts.py` (SpeechT5) or `hibari_voice.py` (hibari voices), one text at a
+time. Each engine says what its `Ready` reports.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING
 
 from appliance.cpu_affinity import restore_engine_cpus
-from appliance.engine.messages import LoadFailed, Ready, Shutdown, ToEngineDecoder, encoder
+from appliance.engine.messages import TASKS, LoadFailed, Shutdown, ToEngineDecoder, encoder
 from appliance.engine.worker.inbox import Inbox
 from appliance.graphfiles import Graph
-from appliance.graphfiles.chat_template import template_tools
-from appliance.graphfiles.model_formats import special_tokens
 from appliance.logs import LogFormat, configure_logging
-
-if TYPE_CHECKING:
-    from appliance.engine.worker.base import Engine
-    from appliance.engine.worker.retrieval import RetrievalEngine
-    from appliance.engine.worker.speech import SpeechEngine
-    from appliance.engine.worker.tts import TtsEngine
 
 __all__ = ["main"]
 
@@ -57,29 +51,13 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     started = time.monotonic()
     try:
-        if graph.retrieval is not None:
-            from appliance.engine.worker.retrieval import RetrievalEngine
-
-            engine: Engine | RetrievalEngine | SpeechEngine | TtsEngine = RetrievalEngine(graph)
-        elif graph.task == "transcribe":
-            from appliance.engine.worker.speech import SpeechEngine
-
-            engine = SpeechEngine(graph)
-        elif graph.task == "synthesize":
-            from appliance.engine.worker.tts import TtsEngine
-
-            engine = TtsEngine(graph)
-        else:
-            # Imported here, in the engine process: they load OpenVINO GenAI, which the server
-            # process (where `EngineClient` names this function as the spawn target) never needs.
-            from appliance.engine.worker.batching import BatchingEngine
-            from appliance.engine.worker.stateful import StatefulEngine
-
-            engine = StatefulEngine(graph) if graph.stateful else BatchingEngine(graph)
+        # Imported here, in the engine process: engines load OpenVINO GenAI, which the server
+        # process (where `EngineClient` names this function as the spawn target) never needs.
+        engine = importlib.import_module(TASKS[graph.task].engine).open_engine(graph)
     except Exception as exc:  # any load failure is reported, the process then exits
         conn.send_bytes(encoder.encode(LoadFailed(message=f"{type(exc).__name__}: {exc}")))
         return
-    conn.send_bytes(encoder.encode(_ready(graph, engine, time.monotonic() - started)))
+    conn.send_bytes(encoder.encode(engine.ready(time.monotonic() - started)))
     inbox = Inbox()
     threading.Thread(target=_read_commands, args=(conn, inbox), daemon=True).start()
     try:
@@ -89,29 +67,6 @@ def main(
         # traceback on stderr; the server sees the exit code and restarts the engine.
         log.exception("engine %s: stopped by an error", graph.name)
         raise SystemExit(1) from None
-
-
-def _ready(graph: Graph, engine: Engine | RetrievalEngine | SpeechEngine | TtsEngine, load_seconds: float) -> Ready:
-    if graph.retrieval is not None:
-        return Ready(max_context=engine.max_context, load_seconds=load_seconds, embedding_size=engine.embedding_size)
-    if graph.task in ("transcribe", "synthesize"):
-        return Ready(max_context=engine.max_context, load_seconds=load_seconds)
-    vision = engine.requests.vision
-    tools = template_tools(
-        engine.tokenizer.chat_template or "", frozenset() if graph.gguf else special_tokens(graph.model_dir)
-    )
-    return Ready(
-        max_context=engine.max_context,
-        load_seconds=load_seconds,
-        vision_tokens=vision.native_tokens if vision is not None else [],
-        gguf_reader=os.environ.get("GGUF_READER", "") if graph.gguf else "",
-        template_renders_tools=tools.renders_tools,
-        template_renders_tool_calls=tools.renders_tool_calls,
-        template_tool_parser=tools.tool_parser or "",
-        template_tool_reason=tools.tool_reason,
-        template_reasoning_parser=tools.reasoning_parser or "",
-        template_reasoning_reason=tools.reasoning_reason,
-    )
 
 
 def _read_commands(conn: Connection, inbox: Inbox) -> None:

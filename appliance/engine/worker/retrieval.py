@@ -33,6 +33,7 @@ from appliance.engine.messages import (
     Embed,
     Embedded,
     EngineEvent,
+    Ready,
     Rejected,
     Rerank,
     Reranked,
@@ -45,7 +46,7 @@ from appliance.engine.worker.inbox import Inbox
 from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
-__all__ = ["RetrievalEngine"]
+__all__ = ["RetrievalEngine", "open_engine"]
 
 _POOLING = {
     "cls": openvino_genai.TextEmbeddingPipeline.PoolingType.CLS,
@@ -118,6 +119,10 @@ class RetrievalEngine:
         return openvino_genai.TextRerankPipeline(model, graph.device, settings, **graph.plugin_config)
 
     # -- the loop ---------------------------------------------------------------------------
+
+    def ready(self, load_seconds: float) -> Ready:
+        """What the server hears once the pipeline is loaded: the texts' bound and the vectors' length."""
+        return Ready(max_context=self.max_context, load_seconds=load_seconds, embedding_size=self.embedding_size)
 
     def run(self, conn: Connection, inbox: Inbox) -> None:
         last_stats = 0.0
@@ -319,3 +324,8 @@ def _rerank_tokenizer(model: Path) -> Any:
 
 def _rejected(request_id: int, message: str, code: str, param: str | None) -> Rejected:
     return Rejected(request_id=request_id, message=message, code=code, param=param)
+
+
+def open_engine(graph: Graph) -> RetrievalEngine:
+    """The engine of an embedding or rerank graph (`messages.TASKS`)."""
+    return RetrievalEngine(graph)

@@ -34,7 +34,7 @@ from appliance.engine.worker.preparer import reason
 from appliance.engine.worker.voice_activity import voice_activity_of
 from appliance.graphfiles import Graph
 
-__all__ = ["MIN_SAMPLES", "SpeechEngine"]
+__all__ = ["MIN_SAMPLES", "SpeechEngine", "open_engine"]
 
 log = logging.getLogger("appliance.engine")
 
@@ -208,3 +208,8 @@ class _Streamer:
         except Exception as exc:  # an exception must not unwind through the C++ pipeline
             self.error = reason(exc)
             return _STATUS.CANCEL
+
+
+def open_engine(graph: Graph) -> SpeechEngine:
+    """The engine of a speech-to-text graph (`messages.TASKS`)."""
+    return SpeechEngine(graph)

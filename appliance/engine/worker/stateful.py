@@ -79,6 +79,7 @@ class StatefulEngine(FifoEngine[_Job], Engine):
     """A stateful pipeline serving its FIFO queue of requests, one at a time."""
 
     thread_name = "generate"
+    ready = Engine.ready  # the chat template's facts, not FifoEngine's bare `Ready`
 
     def __init__(self, graph: Graph) -> None:
         FifoEngine.__init__(self, graph, lambda: load_stateful_pipeline(graph))

@@ -13,7 +13,10 @@ built anew after any call that failed):
   is how long the running request has run (generate gives no progress to measure), which the
   server's hang watchdog judges.
 
-The voices (speaker embeddings, `tts.voices`) are read once, when the engine loads.
+The voices (speaker embeddings, `tts.voices`) are read once, when the engine loads. A streamed
+request gets its whole waveform in one `SpeechAudio`, then `Synthesized` with no samples: the
+pipeline has no pieces to send earlier. Graphs of hibari voices run `hibari_voice.py` instead
+(`open_engine`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ import numpy as np
 import openvino
 import openvino_genai
 
-from appliance.engine.messages import EngineEvent, Rejected, Synthesize, Synthesized
+from appliance.engine.messages import Batch, EngineEvent, Rejected, SpeechAudio, Synthesize, Synthesized
 from appliance.engine.worker.fifo import FifoEngine
 from appliance.engine.worker.preparer import reason
 from appliance.graphfiles import Graph
 
-__all__ = ["TtsEngine"]
+__all__ = ["TtsEngine", "open_engine"]
 
 log = logging.getLogger("appliance.engine")
 
@@ -99,10 +102,18 @@ class TtsEngine(FifoEngine[_Job]):
             self.pipeline_failed()
             message = f"The model could not speak the input: {reason(exc)}"
             return Rejected(request_id=command.request_id, message=message, code="engine_error")
-        samples = np.ascontiguousarray(result.speeches[0].data, dtype="<f4").reshape(-1)
-        return Synthesized(
-            request_id=command.request_id,
-            samples=samples.tobytes(),
-            sample_rate=int(result.output_sample_rate),
-            tokens=job.tokens,
-        )
+        samples = np.ascontiguousarray(result.speeches[0].data, dtype="<f4").reshape(-1).tobytes()
+        rate = int(result.output_sample_rate)
+        if command.stream:
+            self.send(Batch(events=[SpeechAudio(command.request_id, samples, rate)]))
+            samples = b""
+        return Synthesized(request_id=command.request_id, samples=samples, sample_rate=rate, tokens=job.tokens)
+
+
+def open_engine(graph: Graph) -> FifoEngine:
+    """The engine of a text-to-speech graph (`messages.TASKS`): SpeechT5's pipeline, or hibari voices."""
+    if graph.tts_facts is not None and graph.tts_facts.family == "hibari":
+        from appliance.engine.worker.hibari_voice import HibariEngine  # imports the hibari package
+
+        return HibariEngine(graph)
+    return TtsEngine(graph)

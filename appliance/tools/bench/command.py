@@ -37,7 +37,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--concurrency",
         type=Numbers(Number(int, 1, 100_000)),
         metavar="N,N,...",
-        help="concurrency levels (default 1,4,16; a speech graph 1,4,8)",
+        help="concurrency levels (default 1,4,16; a speech or voice graph 1,4,8)",
     )
     parser.add_argument(
         "--rate",
@@ -120,6 +120,13 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         help="faster-whisper's compute types measured as peers on the same tiny.en weights (default "
         "int8,float32; none: no peer)",
     )
+    voice = parser.add_argument_group("voice: a text-to-speech graph (POST /v1/audio/speech)")
+    voice.add_argument(
+        "--text-sentences",
+        type=Number(int, 1, 200),
+        metavar="N",
+        help="sentences in each request's text (default 8: about 30 s of speech)",
+    )
     peers = parser.add_argument_group("peers: other OpenAI-compatible servers measured in the same run")
     peers.add_argument(
         "--peer", action="append", default=[], metavar="NAME=URL", help="a server already running at URL"
@@ -179,6 +186,14 @@ def run(args: argparse.Namespace) -> int:
         return run_speech(args, levels if args.concurrency else (1, 4, 8))
     if speech_flags:
         raise ValueError(f"{', '.join(speech_flags)}: only for a speech-to-text graph")
+    if task == "synthesize":
+        from appliance.tools.bench.speech_command import refuse_other_flags
+        from appliance.tools.bench.voice import run_voice
+
+        refuse_other_flags(args, "a text-to-speech graph")
+        return run_voice(args, load_graph(args.graph), levels if args.concurrency else (1, 4, 8))
+    if args.text_sentences is not None:
+        raise ValueError("--text-sentences: only for a text-to-speech graph")
     args.prompt_tokens = 128 if args.prompt_tokens is None else args.prompt_tokens
     args.output_tokens = 128 if args.output_tokens is None else args.output_tokens
     if task == "embed":

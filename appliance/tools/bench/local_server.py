@@ -80,6 +80,9 @@ def _absolute_paths(source: Path) -> str:
         values = graph.get(table)
         if isinstance(values, dict) and key in values:
             found.append((table, key, values[key]))
+    voices = graph.get("tts", {}).get("voices")  # each voice's file: `[tts.voices]`
+    if isinstance(voices, dict):
+        found += [("tts.voices", name, value) for name, value in voices.items()]
     for table, key, value in found:
         if isinstance(value, str) and not Path(value).is_absolute():
             # A JSON string is a valid TOML basic string.

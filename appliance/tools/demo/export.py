@@ -27,6 +27,7 @@ from .recipes import (
     ModelSpec,
     PackagedEncoderSpec,
     PackagedGGUFSpec,
+    PackagedVoiceSpec,
     PackagedWhisperSpec,
     QwenVLSpec,
     RandomGGUFSpec,
@@ -115,6 +116,8 @@ def key_files(model: ModelSpec) -> tuple[str, ...]:
         return TTS_FILES
     if isinstance(model, RandomGGUFSpec):
         return (model.file,)
+    if isinstance(model, PackagedVoiceSpec):
+        return (model.file, "config.json")
     if isinstance(model, GGUFToIRSpec):
         from .gguf_ir import IR_FILES
 

