@@ -32,11 +32,13 @@ RETRIEVAL_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-retrieval")
 WHISPER_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-whisper")
 # demo-tts (a random SpeechT5) apart: only the text-to-speech tests serve it.
 TTS_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-tts")
+# demo-long (a tiny random model with a 32k context) apart: only the coding agents' tests serve it.
+LONG_CACHE = DEMO_CACHE.with_name(f"{DEMO_CACHE.name}-long")
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures that give a test real models (built on first use: minutes on a fresh clone) or a server.
-MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root", "tts_root"}
+MODEL_FIXTURES = {"demo_root", "smol_root", "retrieval_root", "whisper_root", "tts_root", "long_root"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -101,6 +103,16 @@ def tts_root() -> Path:
 
     build_demo(TTS_CACHE, ["demo-tts"], log=lambda line: print(line, file=sys.stderr))
     return TTS_CACHE
+
+
+@pytest.fixture(scope="session")
+def long_root() -> Path:
+    """A directory with models/demo-long (a tiny random Llama on SmolLM2's tokenizer with a
+    32,768-token context, written in a second) and its graph."""
+    from appliance.tools.demo import build_demo
+
+    build_demo(LONG_CACHE, ["demo-long"], log=lambda line: print(line, file=sys.stderr))
+    return LONG_CACHE
 
 
 class RunningServer(ServerProcess):

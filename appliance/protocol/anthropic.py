@@ -95,6 +95,14 @@ class FileSource(_Request, tag_field="type", tag="file"):
 class ImageBlock(_Request, tag_field="type", tag="image"):
     source: Base64Source | URLSource | FileSource
     cache_control: CacheControl | None = None
+    transformations: ImageTransformations | None = None
+
+
+class ImageTransformations(_Request):
+    """Accepted: an image is always scaled down to the size the model reads here (`downsize`);
+    `error` is refused (dialects.anthropic.input)."""
+
+    oversized_image: Literal["downsize", "error"] | None = None
 
 
 class ToolUseBlock(_Request, tag_field="type", tag="tool_use"):
@@ -102,6 +110,10 @@ class ToolUseBlock(_Request, tag_field="type", tag="tool_use"):
     name: str
     input: dict[str, Any]
     cache_control: CacheControl | None = None
+    caller: dict[str, Any] | None = None
+    """Accepted without effect: who made the call at Anthropic (the model, or its code execution)."""
+    toolset_name: str | None = None
+    """Accepted without effect: the MCP toolset of the tool at Anthropic."""
 
 
 class ToolResultBlock(_Request, tag_field="type", tag="tool_result"):
@@ -109,6 +121,7 @@ class ToolResultBlock(_Request, tag_field="type", tag="tool_result"):
     content: str | list[TextBlock | ImageBlock] | None = None
     is_error: bool | None = None
     cache_control: CacheControl | None = None
+    toolset_name: str | None = None
 
 
 class ThinkingBlock(_Request, tag_field="type", tag="thinking"):
@@ -124,7 +137,9 @@ ContentBlock = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | Thinkin
 
 
 class MessageParam(_Request):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
+    """A `system` message holds text only (the SDK's `SystemMessageParam`); it keeps its place in the
+    conversation (dialects.anthropic.input)."""
     content: str | Annotated[list[ContentBlock], Meta(min_length=1)]
 
 
@@ -141,6 +156,15 @@ class ToolDefinition(_Request):
     cache_control: CacheControl | None = None
     strict: bool | None = None
     """Accepted: a forced call (tool_choice any/tool) always follows the schema here."""
+    defer_loading: bool | None = None
+    """Honoured: a deferred tool is not shown to the model. At Anthropic only a tool search loads it,
+    and there is no tool search here."""
+    eager_input_streaming: bool | None = None
+    """Accepted without effect: a call's input is streamed whole, once parsed."""
+    input_examples: list[dict[str, Any]] | None = None
+    """Accepted without effect: the model reads the schema and description."""
+    allowed_callers: list[str] | None = None
+    """Accepted without effect: the model itself makes every call here (no code execution)."""
 
 
 class ToolChoiceAuto(_Request, tag_field="type", tag="auto"):
@@ -177,7 +201,50 @@ class ThinkingDisabled(_Request, tag_field="type", tag="disabled"):
     pass
 
 
-Thinking = ThinkingEnabled | ThinkingAdaptive | ThinkingDisabled
+class ThinkingBetweenTools(_Request, tag_field="type", tag="between_tools"):
+    """As `adaptive` here: the model decides when it thinks."""
+
+
+Thinking = ThinkingEnabled | ThinkingAdaptive | ThinkingDisabled | ThinkingBetweenTools
+
+
+class ThinkingTurns(_Request, tag_field="type", tag="thinking_turns"):
+    value: Annotated[int, Meta(ge=0)]
+
+
+class AllThinkingTurns(_Request, tag_field="type", tag="all"):
+    pass
+
+
+class ClearThinkingEdit(_Request, tag_field="type", tag="clear_thinking_20251015"):
+    """Honoured: the thinking of all but the last `keep` assistant turns is left out of the prompt
+    (Anthropic's default: keep the last one)."""
+
+    keep: ThinkingTurns | AllThinkingTurns | Literal["all"] | None = None
+
+
+class ClearToolUsesEdit(_Request, tag_field="type", tag="clear_tool_uses_20250919"):
+    """Refused (dialects.anthropic.plan): results are never cleared from a conversation here."""
+
+    clear_at_least: dict[str, Any] | None = None
+    clear_tool_inputs: bool | list[str] | None = None
+    exclude_tools: list[str] | None = None
+    keep: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None
+
+
+class CompactEdit(_Request, tag_field="type", tag="compact_20260112"):
+    """Refused (dialects.anthropic.plan): no conversation is summarised here."""
+
+    instructions: str | None = None
+    pause_after_compaction: bool | None = None
+    trigger: dict[str, Any] | None = None
+
+
+class ContextManagement(_Request):
+    """Anthropic's edits of the conversation before the model reads it."""
+
+    edits: list[ClearThinkingEdit | ClearToolUsesEdit | CompactEdit] | None = None
 
 
 class JSONOutputFormat(_Request):
@@ -187,7 +254,8 @@ class JSONOutputFormat(_Request):
 
 class OutputConfig(_Request):
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
-    """Handed to the chat template as `reasoning_effort` (low, medium, high; the others are refused)."""
+    """Where the graph parses reasoning, handed to the chat template as `reasoning_effort` (xhigh and
+    max as high, the highest chat templates know); elsewhere without effect."""
     format: JSONOutputFormat | None = None
 
 
@@ -209,9 +277,13 @@ class CountTokensRequest(_Request):
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None
     cache_control: CacheControl | None = None
+    context_management: ContextManagement | None = None
+    # Accepted without effect: they choose Anthropic's speed or account, not the answer.
+    speed: Literal["standard", "fast"] | None = None
+    user_profile_id: str | None = None
+    workspace_id: str | None = None
     # Refused when set: see dialects/anthropic/plan.py.
     mcp_servers: list[dict[str, Any]] | None = None
-    context_management: dict[str, Any] | None = None
 
 
 class MessagesRequest(CountTokensRequest, kw_only=True):
@@ -227,10 +299,7 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     # Accepted without effect: they choose Anthropic's capacity, region or account, not the answer.
     service_tier: Literal["auto", "standard_only"] | None = None
     inference_geo: str | None = None
-    speed: Literal["standard", "fast"] | None = None
     diagnostics: dict[str, Any] | None = None
-    user_profile_id: str | None = None
-    workspace_id: str | None = None
     # Refused when set: see dialects/anthropic/plan.py.
     container: str | dict[str, Any] | None = None
 

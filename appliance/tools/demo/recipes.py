@@ -65,6 +65,27 @@ CHAT_TEMPLATE = (
 )
 
 
+# CHAT_TEMPLATE with every message rendered where it stands, system messages after the first
+# included (as SmolLM2's and Qwen3's templates do): Claude Code sends its environment as a system
+# message after the user's, and a template that dropped it would hide that from the model.
+IN_PLACE_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if tools %}<|im_start|>system\nYou may call tools:\n"
+    "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] %}{{ message['content'] }}{% endif %}"
+    "{% if message['tool_calls'] %}{% for call in message['tool_calls'] %}"
+    "<tool_call>{\"name\": {{ call['function']['name'] | tojson }}, \"arguments\": "
+    "{% if call['function']['arguments'] is string %}{{ call['function']['arguments'] }}"
+    "{% else %}{{ call['function']['arguments'] | tojson }}{% endif %}}</tool_call>"
+    "{% endfor %}{% endif %}"
+    "<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
 # ChatML as Qwen2-VL writes it (no bos_token). Content is usually a string in which the serving
 # path has already put OpenVINO GenAI's `<ov_genai_image_N>` tags; a list of parts (transformers
 # style) renders each image part as Qwen2-VL's own vision block.
@@ -670,6 +691,39 @@ RECIPES: dict[str, DemoRecipe] = {
                     "benchmarks against llama.cpp on the same file; " + _LOCAL_NOTE
                 ),
                 **_BENCH_1B_SCHEDULER,
+            ),
+        ),
+        DemoRecipe(
+            name="demo-long",
+            # demo-chat's vocabulary, a ChatML template rendering every message where it stands (tools
+            # in the Hermes style), a 32,768-token context: a coding agent's whole prompt fits (Claude Code's 15-20k tokens, Codex's ~10k).
+            # OpenVINO IR, not GGUF: the tokenizer OpenVINO GenAI 2026.4 builds from a GGUF file cuts
+            # every text to 8,192 tokens, whatever its arguments say.
+            tokenizer=TokenizerSpec(
+                vocab_size=4096, model_max_length=32_768, stdlib_files=60, chat_template=IN_PLACE_CHAT_TEMPLATE
+            ),
+            model=CausalLMSpec(
+                architecture="llama",
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                intermediate_size=128,
+                max_position_embeddings=32_768,
+                seed=0,
+            ),
+            graph=GraphSpec(
+                description=(
+                    "a tiny random-weight model with a 32,768-token context, for tests of coding agents' long "
+                    "prompts; " + _LOCAL_NOTE
+                ),
+                cache_size=1,
+                max_num_seqs=4,
+                max_num_batched_tokens=2048,
+                max_tokens_limit=1024,
+                enable_prefix_caching=True,
+                extra={"tool_parser": "hermes"},
+                plugin_config={"INFERENCE_PRECISION_HINT": "f32"},
             ),
         ),
         DemoRecipe(
