@@ -30,6 +30,8 @@ __all__ = [
     "MessageParam",
     "Message",
     "MessageDelta",
+    "ModelInfo",
+    "ModelInfoList",
     "MessageStart",
     "MessageStop",
     "MessagesRequest",
@@ -350,6 +352,27 @@ class Message(_Response, tag_field="type", tag="message"):
 
 class TokenCount(_Response):
     input_tokens: int
+
+
+class ModelInfo(_Response, tag_field="type", tag="model"):
+    """A model as Anthropic's `GET /v1/models` lists it (the SDK's `ModelInfo`)."""
+
+    id: str
+    display_name: str
+    created_at: str
+    """RFC 3339: when the server started."""
+    max_input_tokens: int
+    """The model's context in tokens."""
+    max_tokens: int
+    """The most `max_tokens` can ask for: the graph's `max_tokens_limit`, at most the context."""
+    lifecycle: Literal["active"] = "active"
+
+
+class ModelInfoList(_Response):
+    data: list[ModelInfo]
+    has_more: bool = False
+    first_id: str | None = None
+    last_id: str | None = None
 
 
 # --- stream events (`event: <type>` + the JSON) ---------------------------------------------------

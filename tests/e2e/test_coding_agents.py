@@ -176,3 +176,13 @@ def test_codex_request(long_server: RunningServer) -> None:
     assert final["type"] in ("response.completed", "response.incomplete"), events[-3:]
     assert final["response"]["tools"][8] == {"type": "web_search", "external_web_access": False}
     assert final["response"]["usage"]["input_tokens"] > 8_192  # more than demo-smol holds
+
+
+def test_models_state_the_context_in_both_shapes(long_server: RunningServer) -> None:
+    import anthropic
+
+    listed = anthropic.Anthropic(base_url=long_server.url, api_key="unused", max_retries=0).models.list()
+    info = next(model for model in listed.data if model.id == MODEL)
+    assert (info.max_input_tokens, info.max_tokens) == (32_768, 1024)
+    model = long_server.client().models.retrieve(MODEL)
+    assert model.model_extra["max_model_len"] == 32_768
