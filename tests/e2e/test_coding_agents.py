@@ -13,7 +13,11 @@ prompt_cache_key, client_metadata, reasoning.summary, store false, streamed: abo
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -186,3 +190,71 @@ def test_models_state_the_context_in_both_shapes(long_server: RunningServer) -> 
     assert (info.max_input_tokens, info.max_tokens) == (32_768, 1024)
     model = long_server.client().models.retrieve(MODEL)
     assert model.model_extra["max_model_len"] == 32_768
+
+
+# --- the real binaries (item 4), pinned in tests/js: npm ci installs them with their platform packages ---
+
+JS = Path(__file__).resolve().parents[1] / "js" / "node_modules"
+CLAUDE = JS / "@anthropic-ai" / "claude-code" / "cli-wrapper.cjs"  # runs the platform binary (no postinstall needed)
+CODEX = JS / ".bin" / "codex"
+
+
+@pytest.fixture(scope="module")
+def greedy_smol(smol_root, tmp_path_factory) -> Iterator[RunningServer]:
+    """demo-smol answering greedily unless told otherwise: neither agent sends a temperature, and
+    SmolLM2 at 1.0 rambles until max_tokens."""
+    graphs = copy_demo_graphs(smol_root, tmp_path_factory.mktemp("agents-smol") / "graphs", ["demo-smol"])
+    graph = graphs / "demo-smol.toml"
+    graph.write_text(graph.read_text() + "\n[defaults]\ntemperature = 0.0\n")
+    with running_server(graphs, graphs.parent / "server.log") as running:
+        yield running
+
+
+def _agent_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: HOME in a temporary folder, telemetry and updates off."""
+    keep = {name: os.environ[name] for name in ("PATH", "LANG", "TMPDIR") if name in os.environ}
+    return {**keep, "HOME": str(home), "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", **extra}  # fmt: skip
+
+
+def test_claude_code_answers(greedy_smol: RunningServer, tmp_path: Path) -> None:
+    if shutil.which("node") is None or not CLAUDE.is_file():
+        pytest.skip("Node or tests/js/node_modules/@anthropic-ai/claude-code is missing (setup.sh runs npm ci)")
+    # demo-smol holds 8,192 tokens: --bare (no environment message, no CLAUDE.md), no tools and a
+    # short system prompt make a 315-token prompt; the two variables tell it the window and the output.
+    env = _agent_env(
+        tmp_path,
+        ANTHROPIC_BASE_URL=greedy_smol.url,
+        ANTHROPIC_API_KEY="unused",
+        CLAUDE_CODE_MAX_CONTEXT_TOKENS="8192",
+        CLAUDE_CODE_MAX_OUTPUT_TOKENS="1024",
+    )
+    command = ["node", str(CLAUDE), "--bare", "-p", "What is the capital of France?", "--model", "demo-smol",
+               "--tools", "", "--system-prompt", "You are a helpful assistant. Answer in one sentence.",
+               "--strict-mcp-config", "--setting-sources", ""]  # fmt: skip
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout, done.stdout
+
+
+def test_codex_answers(greedy_smol: RunningServer, tmp_path: Path) -> None:
+    if shutil.which("node") is None or not CODEX.is_file():
+        pytest.skip("Node or tests/js/node_modules/@openai/codex is missing (setup.sh runs npm ci)")
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    instructions = tmp_path / "instructions.txt"
+    instructions.write_text("You are a helpful assistant. Answer in one sentence.")
+    # Codex's own instructions (17 KB) do not fit demo-smol: model_instructions_file replaces them. Its
+    # tools stay, web_search included (the box drops it: x-dropped-tools).
+    (home / ".codex" / "config.toml").write_text(
+        f'model = "demo-smol"\nmodel_provider = "appliance"\nmodel_context_window = 8192\n'
+        f'model_instructions_file = "{instructions}"\n\n[model_providers.appliance]\nname = "appliance"\n'
+        f'base_url = "{greedy_smol.url}/v1"\nwire_api = "responses"\nenv_key = "APPLIANCE_API_KEY"\n'
+    )
+    env = _agent_env(home, CODEX_HOME=str(home / ".codex"), APPLIANCE_API_KEY="unused")
+    command = [str(CODEX), "exec", "--skip-git-repo-check", "What is the capital of France?"]
+    done = subprocess.run(
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout, done.stdout
