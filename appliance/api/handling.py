@@ -56,9 +56,9 @@ def record_request(model: str, user: str | None) -> RequestRecord | None:
     return record
 
 
-def json_response(payload: object, status: int = 200) -> Response:
-    """`payload` as JSON with `status`."""
-    return Response(payload, status_code=status, media_type="application/json")
+def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """`payload` as JSON with `status` (and `headers`)."""
+    return Response(payload, status_code=status, media_type="application/json", headers=headers)
 
 
 async def open_recorded_chat(

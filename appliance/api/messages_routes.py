@@ -20,11 +20,13 @@ from litestar.response import Stream
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.gate import current_record
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.openapi import hosted_tools_accepted
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.anthropic.errors import error_body
 from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
+from appliance.dialects.hosted_tools import HostedTools
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.anthropic import AnthropicErrorBody, CountTokensRequest, Message, MessagesRequest, TokenCount
@@ -36,8 +38,18 @@ __all__ = ["PROFILE", "routers"]
 T = TypeVar("T")
 
 
-def _body(raw: bytes, kind: type[T]) -> T:
-    return convert_body(prepare_body(decode_json(raw)), kind)
+# Anthropic's own tools are taken out before decoding: client tools leave `type` out or say custom.
+_HOSTED_TOOLS = hosted_tools_accepted(("MessagesRequest", "CountTokensRequest"), ("custom",))
+
+
+def _body(raw: bytes, kind: type[T]) -> tuple[T, HostedTools]:
+    """The request as `kind`, and Anthropic's own tools taken out of its `tools`."""
+    body = decode_json(raw)
+    hosted = prepare_body(body)
+    try:
+        return convert_body(body, kind), hosted
+    except ApplianceError as exc:
+        raise hosted.rename(exc) from None
 
 
 @post(
@@ -49,20 +61,30 @@ def _body(raw: bytes, kind: type[T]) -> T:
             body=MessagesRequest,
             answer=Message,
             stream="event: <type> and data: <event> per event, from message_start to message_stop (or error)",
+            edit=_HOSTED_TOOLS,
         )
     },
 )
 async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
-    body = _body(await request.body(), MessagesRequest)
+    body, hosted = _body(await request.body(), MessagesRequest)
     user = body.metadata.user_id if body.metadata is not None else None
     record_request(body.model, user)  # the access log names the model even when it is unknown
     engine = models.get(body.model)
-    plan = plan_message(body, engine.tools.reasoning)
+    try:
+        plan = plan_message(body, engine.tools.reasoning, hosted, engine.graph.limits.max_tokens_limit)
+    except ApplianceError as exc:
+        raise hosted.rename(exc) from None
     call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
-    events = MessageEvents(body.model, call.stream.prompt_tokens)
+    events = MessageEvents(body.model, call.stream.prompt_tokens, show_thinking=_show_thinking(body))
     if body.stream:
-        return Stream(typed_events(events.stream(call.pieces())), media_type="text/event-stream", headers=HEADERS)
-    return json_response(await unless_disconnected(request, events.final(call.pieces())))
+        headers = {**HEADERS, **hosted.headers()}
+        return Stream(typed_events(events.stream(call.pieces())), media_type="text/event-stream", headers=headers)
+    return json_response(await unless_disconnected(request, events.final(call.pieces())), headers=hosted.headers())
+
+
+def _show_thinking(body: MessagesRequest) -> bool:
+    """False when `thinking.display` is `omitted`: thinking blocks come back empty, as Anthropic's do."""
+    return getattr(body.thinking, "display", None) != "omitted"
 
 
 @post(
@@ -70,21 +92,24 @@ async def create_message(request: Request, models: ModelRegistry, media: ImageLo
     status_code=200,
     opt={
         OPERATION: Operation(
-            summary="Count a message's input tokens (Anthropic)", body=CountTokensRequest, answer=TokenCount
+            summary="Count a message's input tokens (Anthropic)",
+            body=CountTokensRequest,
+            answer=TokenCount,
+            edit=_HOSTED_TOOLS,
         )
     },
 )
 async def count_tokens(request: Request, models: ModelRegistry) -> Response:
     """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
-    body = _body(await request.body(), CountTokensRequest)
+    body, hosted = _body(await request.body(), CountTokensRequest)
     record_request(body.model, None)
     engine = models.get(body.model)
-    tokenize, messages = count_request(body, engine.tools.reasoning)
+    tokenize, plan = count_request(body, engine.tools.reasoning, hosted)
     try:
         answer = await unless_disconnected(request, tokenizer.tokenize(engine, tokenize))
     except ApplianceError as exc:
         if exc.param is not None:  # the tokenizer route's fields, named as this request names them
-            exc.param = messages.field_name(exc.param)
+            exc.param = plan.field_name(exc.param)
         raise
     return json_response(TokenCount(input_tokens=answer.count))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from litestar import Request, Response, Router, get, post
 from litestar.response import Stream
@@ -11,7 +12,9 @@ from appliance.api.decoding import decode_body
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
+from appliance.engine import EngineClient
 from appliance.media import ImageLoader
+from appliance.protocol.anthropic import ModelInfo, ModelInfoList
 from appliance.protocol.openai import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -77,18 +80,58 @@ async def completions(request: Request, models: ModelRegistry) -> Response:
     return json_response(await unless_disconnected(request, service.completion(body, streams)))
 
 
-@get(["/v1/models", "/v3/models"], opt={OPERATION: Operation(summary="Served models", errors=(401,))})
-async def list_models(models: ModelRegistry) -> ModelList:
-    return ModelList(data=[Model(id=engine.name, created=_STARTED, state=engine.status) for engine in models])
+def _model(engine: EngineClient) -> Model:
+    return Model(id=engine.name, created=_STARTED, state=engine.status, max_model_len=engine.max_context)
+
+
+def _model_info(engine: EngineClient) -> ModelInfo:
+    """The model as Anthropic lists it: `anthropic`'s `client.models.list()` sends `anthropic-version`."""
+    limit = min(engine.graph.limits.max_tokens_limit, engine.max_context)
+    started = datetime.fromtimestamp(_STARTED, UTC).isoformat().replace("+00:00", "Z")
+    return ModelInfo(
+        id=engine.name,
+        display_name=engine.name,
+        created_at=started,
+        max_input_tokens=engine.max_context,
+        max_tokens=limit,
+    )
+
+
+def _anthropic(request: Request) -> bool:
+    return "anthropic-version" in request.headers
+
+
+@get(
+    ["/v1/models", "/v3/models"],
+    opt={
+        OPERATION: Operation(
+            summary="Served models (Anthropic's list when the request has an anthropic-version header)",
+            answer=(ModelList, ModelInfoList),
+            errors=(401,),
+        )
+    },
+)
+async def list_models(request: Request, models: ModelRegistry) -> Response:
+    if _anthropic(request):
+        infos = [_model_info(engine) for engine in models]
+        first, last = (infos[0].id, infos[-1].id) if infos else (None, None)
+        return json_response(ModelInfoList(data=infos, first_id=first, last_id=last))
+    return json_response(ModelList(data=[_model(engine) for engine in models]))
 
 
 @get(
     ["/v1/models/{model_id:path}", "/v3/models/{model_id:path}"],
-    opt={OPERATION: Operation(summary="One served model", errors=(401, 404))},
+    opt={
+        OPERATION: Operation(
+            summary="One served model (Anthropic's shape with an anthropic-version header)",
+            answer=(Model, ModelInfo),
+            errors=(401, 404),
+        )
+    },
 )
-async def retrieve_model(model_id: str, models: ModelRegistry) -> Model:
+async def retrieve_model(request: Request, model_id: str, models: ModelRegistry) -> Response:
     engine = models.get(model_id.lstrip("/"))
-    return Model(id=engine.name, created=_STARTED, state=engine.status)
+    return json_response(_model_info(engine) if _anthropic(request) else _model(engine))
 
 
 router = Router(path="/", route_handlers=[chat_completions, completions, list_models, retrieve_model])

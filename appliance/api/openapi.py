@@ -11,6 +11,7 @@ suite checks that every route is in it and fuzzes the server against it with sch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from appliance import __version__
 from appliance.api.profiles import DEFAULT_PROFILE, Dialects, Operation, RouteEntry, operation_of
 from appliance.runtime.registry import ModelRegistry
 
-__all__ = ["openapi_document", "routes"]
+__all__ = ["hosted_tools_accepted", "openapi_document", "routes"]
 
 _REF = "#/components/schemas/{name}"
 _ERRORS = {
@@ -175,6 +176,29 @@ def _operation(entry: RouteEntry, handler: HTTPRouteHandler, operation: Operatio
 
 
 @lru_cache(maxsize=4)
+def hosted_tools_accepted(
+    structs: tuple[str, ...], schema_types: tuple[str, ...]
+) -> Callable[[dict[str, Any], dict[str, Any]], None]:
+    """An `Operation.edit` for routes whose `tools` also take hosted tools (`dialects.hosted_tools`:
+    taken out before decoding, so the structs do not declare them): each struct's `tools` items may
+    also be an object whose `type` is none of `schema_types` (the types the structs declare)."""
+    hosted = {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"type": "string", "not": {"enum": list(schema_types)}}},
+        "description": "A hosted tool: not offered to the model; the x-dropped-tools header names it.",
+    }
+
+    def edit(components: dict[str, Any], _: dict[str, Any]) -> None:
+        for name in structs:
+            for variant in components[name]["properties"]["tools"].get("anyOf", []):
+                items = variant.get("items")
+                if items is not None and items.get("x-hosted") is None:  # once for every route
+                    variant["items"] = {"anyOf": [items, hosted], "x-hosted": True}
+
+    return edit
+
+
 def openapi_document(dialects: Dialects, model_names: tuple[str, ...] = ()) -> dict[str, Any]:
     """The document of `dialects`' routes; with `model_names`, `model` fields of the request bodies
     list the served models as an enum."""

@@ -16,12 +16,13 @@ from litestar.response import Stream
 from appliance.api.decoding import convert_body, decode_json
 from appliance.api.gate import api_key
 from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.openapi import hosted_tools_accepted
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
 from appliance.dialects.responses.plan import ResponseCall, plan_response
 from appliance.dialects.responses.store import ResponseStore, owner_of
-from appliance.errors import InvalidRequest, NotFound
+from appliance.errors import ApplianceError, InvalidRequest, NotFound
 from appliance.media import ImageLoader
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
 from appliance.protocol.responses import Response as ModelResponse
@@ -34,7 +35,7 @@ def _owner(request: Request) -> str:
     return owner_of(api_key(request))
 
 
-def _easy_input_items(components: dict[str, Any], _: dict[str, Any]) -> None:
+def _easy_input_items(components: dict[str, Any], document: dict[str, Any]) -> None:
     """Message items and item references may leave `type` out (the SDK's "easy" messages do;
     `prepare_body` fills it in), so `type` no longer tells every input item apart."""
     for name in ("InputMessage", "ItemReference"):
@@ -43,6 +44,11 @@ def _easy_input_items(components: dict[str, Any], _: dict[str, Any]) -> None:
             required.remove("type")
     for variant in components["ResponsesRequest"]["properties"]["input"]["anyOf"]:
         variant.get("items", {}).pop("discriminator", None)
+    _HOSTED_TOOLS(components, document)
+
+
+_HOSTED_TOOLS = hosted_tools_accepted(("ResponsesRequest",), ("function", "namespace"))
+"""Hosted tools (web search, ...) are taken out of `tools` before decoding."""
 
 
 @post(
@@ -63,17 +69,26 @@ def _easy_input_items(components: dict[str, Any], _: dict[str, Any]) -> None:
 async def create_response(
     request: Request, models: ModelRegistry, media: ImageLoader, response_store: ResponseStore
 ) -> Response:
-    body = convert_body(prepare_body(decode_json(await request.body())), ResponsesRequest)
+    raw = decode_json(await request.body())
+    hosted = prepare_body(raw)
+    try:
+        body = convert_body(raw, ResponsesRequest)
+    except ApplianceError as exc:
+        raise hosted.rename(exc) from None
     record_request(body.model, body.user)  # the access log names the model even when it is unknown
     engine = models.get(body.model)
     owner = _owner(request)
     previous = response_store.get(owner, body.previous_response_id) if body.previous_response_id else None
-    plan = plan_response(body, previous)
+    try:
+        plan = plan_response(body, previous, hosted)
+    except ApplianceError as exc:
+        raise hosted.rename(exc) from None
     call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
     answer = ResponseCall(plan, call, response_store, owner)
     if body.stream:
-        return Stream(typed_events(answer.events()), media_type="text/event-stream", headers=HEADERS)
-    return json_response(await unless_disconnected(request, answer.response()))
+        headers = {**HEADERS, **hosted.headers()}
+        return Stream(typed_events(answer.events()), media_type="text/event-stream", headers=headers)
+    return json_response(await unless_disconnected(request, answer.response()), headers=hosted.headers())
 
 
 # One handler for both methods: Litestar's automatic OPTIONS answer lists only the methods of the

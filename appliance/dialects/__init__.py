@@ -8,6 +8,10 @@ framework: the routes in `api/` decode, call a dialect and frame its events.
 
 - `responses/`: OpenAI's Responses API (`plan`: request -> chat request, `input`: items ->
   messages, `output`: pieces -> typed events and the response, `store`: stored responses per key).
+- `anthropic/`: Anthropic's Messages API (`plan`, `input`, `output`, `errors`).
+- `hosted_tools`: the one rule for tools that run on a provider's side (web search, ...): not
+  offered to the model, named in the answer's `x-dropped-tools` header.
+- `field_paths`: naming a chat request's fields as a dialect's request names them.
 - `lmi`: AWS LMI / TGI `/invocations` on completions (and chat bodies on chat).
 - `elastic`: Elasticsearch's inference chat completion client on chat.
 """

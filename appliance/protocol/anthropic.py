@@ -30,6 +30,8 @@ __all__ = [
     "MessageParam",
     "Message",
     "MessageDelta",
+    "ModelInfo",
+    "ModelInfoList",
     "MessageStart",
     "MessageStop",
     "MessagesRequest",
@@ -95,6 +97,14 @@ class FileSource(_Request, tag_field="type", tag="file"):
 class ImageBlock(_Request, tag_field="type", tag="image"):
     source: Base64Source | URLSource | FileSource
     cache_control: CacheControl | None = None
+    transformations: ImageTransformations | None = None
+
+
+class ImageTransformations(_Request):
+    """Accepted: an image is always scaled down to the size the model reads here (`downsize`);
+    `error` is refused (dialects.anthropic.input)."""
+
+    oversized_image: Literal["downsize", "error"] | None = None
 
 
 class ToolUseBlock(_Request, tag_field="type", tag="tool_use"):
@@ -102,6 +112,10 @@ class ToolUseBlock(_Request, tag_field="type", tag="tool_use"):
     name: str
     input: dict[str, Any]
     cache_control: CacheControl | None = None
+    caller: dict[str, Any] | None = None
+    """Accepted without effect: who made the call at Anthropic (the model, or its code execution)."""
+    toolset_name: str | None = None
+    """Accepted without effect: the MCP toolset of the tool at Anthropic."""
 
 
 class ToolResultBlock(_Request, tag_field="type", tag="tool_result"):
@@ -109,6 +123,7 @@ class ToolResultBlock(_Request, tag_field="type", tag="tool_result"):
     content: str | list[TextBlock | ImageBlock] | None = None
     is_error: bool | None = None
     cache_control: CacheControl | None = None
+    toolset_name: str | None = None
 
 
 class ThinkingBlock(_Request, tag_field="type", tag="thinking"):
@@ -124,7 +139,9 @@ ContentBlock = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | Thinkin
 
 
 class MessageParam(_Request):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
+    """A `system` message holds text only (the SDK's `SystemMessageParam`); it keeps its place in the
+    conversation (dialects.anthropic.input)."""
     content: str | Annotated[list[ContentBlock], Meta(min_length=1)]
 
 
@@ -141,6 +158,15 @@ class ToolDefinition(_Request):
     cache_control: CacheControl | None = None
     strict: bool | None = None
     """Accepted: a forced call (tool_choice any/tool) always follows the schema here."""
+    defer_loading: bool | None = None
+    """Honoured: a deferred tool is not shown to the model. At Anthropic only a tool search loads it,
+    and there is no tool search here."""
+    eager_input_streaming: bool | None = None
+    """Accepted without effect: a call's input is streamed whole, once parsed."""
+    input_examples: list[dict[str, Any]] | None = None
+    """Accepted without effect: the model reads the schema and description."""
+    allowed_callers: list[str] | None = None
+    """Accepted without effect: the model itself makes every call here (no code execution)."""
 
 
 class ToolChoiceAuto(_Request, tag_field="type", tag="auto"):
@@ -177,7 +203,50 @@ class ThinkingDisabled(_Request, tag_field="type", tag="disabled"):
     pass
 
 
-Thinking = ThinkingEnabled | ThinkingAdaptive | ThinkingDisabled
+class ThinkingBetweenTools(_Request, tag_field="type", tag="between_tools"):
+    """As `adaptive` here: the model decides when it thinks."""
+
+
+Thinking = ThinkingEnabled | ThinkingAdaptive | ThinkingDisabled | ThinkingBetweenTools
+
+
+class ThinkingTurns(_Request, tag_field="type", tag="thinking_turns"):
+    value: Annotated[int, Meta(ge=0)]
+
+
+class AllThinkingTurns(_Request, tag_field="type", tag="all"):
+    pass
+
+
+class ClearThinkingEdit(_Request, tag_field="type", tag="clear_thinking_20251015"):
+    """Honoured: the thinking of all but the last `keep` assistant turns is left out of the prompt
+    (Anthropic's default: keep the last one)."""
+
+    keep: ThinkingTurns | AllThinkingTurns | Literal["all"] | None = None
+
+
+class ClearToolUsesEdit(_Request, tag_field="type", tag="clear_tool_uses_20250919"):
+    """Refused (dialects.anthropic.plan): results are never cleared from a conversation here."""
+
+    clear_at_least: dict[str, Any] | None = None
+    clear_tool_inputs: bool | list[str] | None = None
+    exclude_tools: list[str] | None = None
+    keep: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None
+
+
+class CompactEdit(_Request, tag_field="type", tag="compact_20260112"):
+    """Refused (dialects.anthropic.plan): no conversation is summarised here."""
+
+    instructions: str | None = None
+    pause_after_compaction: bool | None = None
+    trigger: dict[str, Any] | None = None
+
+
+class ContextManagement(_Request):
+    """Anthropic's edits of the conversation before the model reads it."""
+
+    edits: list[ClearThinkingEdit | ClearToolUsesEdit | CompactEdit] | None = None
 
 
 class JSONOutputFormat(_Request):
@@ -187,7 +256,8 @@ class JSONOutputFormat(_Request):
 
 class OutputConfig(_Request):
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
-    """Handed to the chat template as `reasoning_effort` (low, medium, high; the others are refused)."""
+    """Where the graph parses reasoning, handed to the chat template as `reasoning_effort` (xhigh and
+    max as high, the highest chat templates know); elsewhere without effect."""
     format: JSONOutputFormat | None = None
 
 
@@ -209,9 +279,13 @@ class CountTokensRequest(_Request):
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None
     cache_control: CacheControl | None = None
+    context_management: ContextManagement | None = None
+    # Accepted without effect: they choose Anthropic's speed or account, not the answer.
+    speed: Literal["standard", "fast"] | None = None
+    user_profile_id: str | None = None
+    workspace_id: str | None = None
     # Refused when set: see dialects/anthropic/plan.py.
     mcp_servers: list[dict[str, Any]] | None = None
-    context_management: dict[str, Any] | None = None
 
 
 class MessagesRequest(CountTokensRequest, kw_only=True):
@@ -227,10 +301,7 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     # Accepted without effect: they choose Anthropic's capacity, region or account, not the answer.
     service_tier: Literal["auto", "standard_only"] | None = None
     inference_geo: str | None = None
-    speed: Literal["standard", "fast"] | None = None
     diagnostics: dict[str, Any] | None = None
-    user_profile_id: str | None = None
-    workspace_id: str | None = None
     # Refused when set: see dialects/anthropic/plan.py.
     container: str | dict[str, Any] | None = None
 
@@ -281,6 +352,27 @@ class Message(_Response, tag_field="type", tag="message"):
 
 class TokenCount(_Response):
     input_tokens: int
+
+
+class ModelInfo(_Response, tag_field="type", tag="model"):
+    """A model as Anthropic's `GET /v1/models` lists it (the SDK's `ModelInfo`)."""
+
+    id: str
+    display_name: str
+    created_at: str
+    """RFC 3339: when the server started."""
+    max_input_tokens: int
+    """The model's context in tokens."""
+    max_tokens: int
+    """The most `max_tokens` can ask for: the graph's `max_tokens_limit`, at most the context."""
+    lifecycle: Literal["active"] = "active"
+
+
+class ModelInfoList(_Response):
+    data: list[ModelInfo]
+    has_more: bool = False
+    first_id: str | None = None
+    last_id: str | None = None
 
 
 # --- stream events (`event: <type>` + the JSON) ---------------------------------------------------

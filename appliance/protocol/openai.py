@@ -478,6 +478,9 @@ class Model(_Response):
     object: Literal["model"] = "model"
     state: str = "ready"
     """The appliance's own: loaded (`ready`), `loading`, `unloaded` (loads on its first request), ..."""
+    max_model_len: int | None = None
+    """The model's context in tokens, prompt and answer together (vLLM's name; embedding and rerank
+    models: tokens of one text)."""
 
 
 class ModelList(_Response):

@@ -300,6 +300,9 @@ class ResponsesRequest(_Request, kw_only=True):
     context_management: list[dict[str, Any]] | None = None
     prompt: dict[str, Any] | None = None
     moderation: dict[str, Any] | None = None
+    client_metadata: dict[str, Any] | None = None
+    """Codex's per-turn metadata (ids of its session and turn): not in OpenAI's reference or SDK, sent
+    by Codex to every provider."""
     # Extensions, as on chat completions (vLLM / OVMS names).
     frequency_penalty: Penalty | None = None
     presence_penalty: Penalty | None = None
@@ -429,7 +432,9 @@ class Response(_Response, kw_only=True):
     temperature: float | None = None
     text: TextConfig | None = None
     tool_choice: ToolChoice = "auto"
-    tools: list[ResponseTool] = []
+    tools: list[Any] = []
+    """The request's tools as sent: function and namespace tools, and the hosted tools the model was
+    not offered (`dialects.hosted_tools`), as plain JSON."""
     top_logprobs: int = 0
     top_p: float | None = None
     truncation: Literal["disabled"] = "disabled"

@@ -93,6 +93,7 @@ RESPONSES: Mapping[str, Rule] = {
     "max_tool_calls": Informative("it bounds built-in tool calls, and there are none here"),
     "access_programs": Informative(_ONLY_INFORMS_OPENAI),
     "image": Informative("image inputs are always sized by the graph's limits here"),
+    "client_metadata": Informative("Codex's ids of its session and turn, for the provider's own records"),
     "background": Refused(
         "responses are not run in the background here: send the request and wait, or stream it",
         neutral=lambda value: value is False,

@@ -347,6 +347,10 @@ CASES: dict[str, dict[str, Accepted | Refused | Honoured]] = {
         "max_tool_calls": Accepted(max_tool_calls=3),
         "access_programs": Accepted(access_programs={"cyber": "standard"}),
         "image": Accepted(image={"context_compression": "auto"}),
+        # Not in the SDK (Codex sends it): through extra_body.
+        "client_metadata": Accepted(
+            extra_body={"client_metadata": {"root_turn_id": "t1", "x-codex-turn-metadata": "{}"}}
+        ),
         "truncation": Refused(truncation="auto"),
         "background": Refused(background=True),
         "background_options": Refused(background_options={"completion_window": "2h"}),

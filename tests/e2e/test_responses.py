@@ -185,10 +185,6 @@ def test_image_input_on_the_vision_demo(openai_client: openai.OpenAI) -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
-        ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0].type"),
-        ({"tools": [{"type": "computer_use_preview", "display_width": 8, "display_height": 8, "environment": "linux"}]},
-         "tools[0].type"),
         ({"tool_choice": {"type": "web_search_preview"}}, "tool_choice.type"),
         ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "x"},
                                                  {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]}]},

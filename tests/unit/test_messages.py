@@ -169,8 +169,53 @@ def test_what_reaches_the_chat_template(client: TestClient, engine: FakeEngineCl
     [
         ({"container": "c1"}, "container"),
         ({"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]}, "mcp_servers"),
-        ({"output_config": {"effort": "max"}}, "output_config.effort"),
-        ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
+        (
+            {"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
+            "context_management.edits[0].type",
+        ),
+        ({"context_management": {"edits": [{"type": "compact_20260112"}]}}, "context_management.edits[0].type"),
+        (
+            {"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "some"}]}},
+            "context_management.edits[0].keep",
+        ),
+        (
+            {"messages": [{"role": "system", "content": [{"type": "image", "source": {"type": "url", "url": "x"}}]}]},
+            "messages[0].content[0].type",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {"type": "url", "url": "https://example.com/a.png"},
+                                "transformations": {"oversized_image": "error"},
+                            }
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[0].transformations.oversized_image",
+        ),
+        # A hosted tool is taken out: an error about a later tool still names it as the request does.
+        (
+            {
+                "tools": [
+                    {"type": "web_search_20250305", "name": "web_search"},
+                    {"name": "bad name", "input_schema": {}},
+                ]
+            },
+            "tools[1].name",
+        ),
+        (
+            {
+                "tools": [{"type": "web_search_20250305", "name": "w"}, WEATHER],
+                "tool_choice": {"type": "tool", "name": "w"},
+            },
+            "tool_choice.name",
+        ),
         ({"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "other"}}, "tool_choice.name"),
         (
             {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
@@ -346,3 +391,224 @@ def test_the_docs_table_names_every_request_field() -> None:
         for name in re.findall(r"`([^`]+)`", line.split("|")[1])
     }
     assert set(MessagesRequest.__struct_fields__) <= documented
+
+
+# --- what coding agents send (issue 50): Claude Code 2.1.328's fields ------------------------------
+
+# The shape of Claude Code's first request (captured from the real binary: `claude -p`), its texts
+# shortened: system blocks with cache_control, a system message after the user's, adaptive thinking
+# shown as omitted, a clear_thinking edit, effort, a user_id holding JSON, a deferred placeholder tool.
+CLAUDE_CODE = {
+    "model": "fake",
+    "max_tokens": 32000,
+    "stream": False,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "high"},
+    "metadata": {"user_id": json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": "s1"})},
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328.f86; cc_entrypoint=sdk-cli;"},
+        {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Use the tools.", "cache_control": {"type": "ephemeral"}},
+    ],
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                {"type": "text", "text": "Hi?"},
+            ],
+        },
+        {
+            "role": "system",
+            "content": [{"type": "text", "text": "# Environment\nlinux", "cache_control": {"type": "ephemeral"}}],
+        },
+    ],
+    "tools": [
+        WEATHER,
+        {
+            "name": "DeferredToolPlaceholder",
+            "description": "Reserved placeholder; never call this tool.",
+            "input_schema": {"type": "object", "properties": {}},
+            "defer_loading": True,
+        },
+    ],
+}
+
+
+def test_claude_code_request_is_answered(client: TestClient, engine: FakeEngineClient) -> None:
+    response = client.post("/v1/messages", json=CLAUDE_CODE, headers=HEADERS)
+    assert response.status_code == 200, response.text
+    prompt = engine.submitted[-1].prompt
+    roles = [(m["role"], m["content"]) for m in prompt.messages]
+    assert roles[0][0] == "system" and roles[0][1].startswith("x-anthropic-billing-header")
+    assert roles[1:] == [("user", roles[1][1]), ("system", "# Environment\nlinux")]  # not hoisted
+    assert [tool["function"]["name"] for tool in prompt.tools] == ["get_weather"]  # the deferred one is not shown
+    assert prompt.template_kwargs == {"enable_thinking": True, "reasoning_effort": "high"}
+    assert "x-dropped-tools" not in response.headers
+    # 32,000 is above the graph's max_tokens_limit: as many as fit (None), not a 400.
+    assert engine.submitted[-1].params.max_new_tokens is None
+    assert create(client, max_tokens=7) and engine.submitted[-1].params.max_new_tokens == 7
+
+
+def test_a_system_message_stays_where_it_is_and_is_counted(client: TestClient, engine: FakeEngineClient) -> None:
+    first = {"role": "user", "content": "one two"}
+    environment = {"role": "system", "content": "three four five"}
+    later = [{"role": "assistant", "content": "six"}, {"role": "user", "content": "seven"}]
+    create(client, system="zero", messages=[first, environment, *later])
+    sent = [(m["role"], m["content"]) for m in engine.submitted[-1].prompt.messages]
+    assert sent == [
+        ("system", "zero"),
+        ("user", "one two"),
+        ("system", "three four five"),
+        *[(m["role"], m["content"]) for m in later],
+    ]
+    body = {"model": "fake", "system": "zero", "messages": [first, environment, *later]}
+    counted = client.post("/v1/messages/count_tokens", json=body, headers=HEADERS).json()["input_tokens"]
+    without = {**body, "messages": [first, *later]}
+    assert counted == client.post("/v1/messages/count_tokens", json=without, headers=HEADERS).json()["input_tokens"] + 3
+
+
+def test_tool_results_may_follow_a_system_message(client: TestClient) -> None:
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [USE]},
+        {"role": "system", "content": "Reminder."},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Rain"}]},
+    ]
+    assert create(client, tools=[WEATHER], messages=messages).status_code == 200
+
+
+def test_adaptive_thinking_thinks_only_where_the_model_can() -> None:
+    engine = FakeEngineClient(Graph(name="fake", model_path="/nonexistent"))
+    with TestClient(Gate(fake_app(engine))) as plain:
+        for thinking in ({"type": "adaptive"}, {"type": "adaptive", "display": "omitted"}, {"type": "between_tools"}):
+            response = create(plain, thinking=thinking, output_config={"effort": "max"})
+            assert response.status_code == 200, response.text
+            # No reasoning parser: no thinking, and effort has no effect (nothing reaches the template).
+            assert engine.submitted[-1].prompt.template_kwargs == {}
+
+
+@pytest.mark.parametrize(("effort", "sent"), [("low", "low"), ("high", "high"), ("xhigh", "high"), ("max", "high")])
+def test_effort_is_the_templates_reasoning_effort(
+    client: TestClient, engine: FakeEngineClient, effort: str, sent: str
+) -> None:
+    assert create(client, output_config={"effort": effort}).status_code == 200
+    assert engine.submitted[-1].prompt.template_kwargs == {"reasoning_effort": sent}
+    body = {"model": "fake", "messages": [{"role": "user", "content": "x"}], "output_config": {"effort": effort}}
+    assert client.post("/v1/messages/count_tokens", json=body, headers=HEADERS).status_code == 200
+
+
+def test_display_omitted_sends_thinking_without_its_text(client: TestClient, engine: FakeEngineClient) -> None:
+    engine.script = "<think>Secret.</think>Paris."
+    message = create(client, thinking={"type": "adaptive", "display": "omitted"}).json()
+    assert [(b["type"], b.get("thinking", b.get("text"))) for b in message["content"]] == [
+        ("thinking", ""),
+        ("text", "Paris."),
+    ]
+    events = stream(client, thinking={"type": "adaptive", "display": "omitted"})
+    deltas = [e["delta"]["type"] for e in events if e["type"] == "content_block_delta"]
+    assert "thinking_delta" not in deltas and "signature_delta" in deltas
+    shown = create(client, thinking={"type": "adaptive", "display": "summarized"}).json()
+    assert shown["content"][0]["thinking"] == "Secret."
+
+
+def _turn(thought: str, text: str) -> dict:
+    return {
+        "role": "assistant",
+        "content": [{"type": "thinking", "thinking": thought, "signature": ""}, {"type": "text", "text": text}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("keep", "kept"),
+    [
+        ("all", ["A", "B"]),
+        ({"type": "all"}, ["A", "B"]),
+        ({"type": "thinking_turns", "value": 1}, [None, "B"]),
+        (None, [None, "B"]),
+        ({"type": "thinking_turns", "value": 0}, [None, None]),
+    ],
+)
+def test_clear_thinking_keeps_the_last_turns_thinking(
+    client: TestClient, engine: FakeEngineClient, keep: object, kept: list
+) -> None:
+    edit = {"type": "clear_thinking_20251015", **({"keep": keep} if keep is not None else {})}
+    messages = [
+        {"role": "user", "content": "a"},
+        _turn("A", "a"),
+        {"role": "user", "content": "b"},
+        _turn("B", "b"),
+        {"role": "user", "content": "c"},
+    ]
+    assert create(client, messages=messages, context_management={"edits": [edit]}).status_code == 200
+    turns = [m for m in engine.submitted[-1].prompt.messages if m["role"] == "assistant"]
+    assert [turn.get("reasoning_content") for turn in turns] == kept
+
+
+def test_hosted_tools_are_not_offered_and_named_in_a_header(client: TestClient, engine: FakeEngineClient) -> None:
+    tools = [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+        WEATHER,
+        {"type": "bash_20250124", "name": "bash"},
+    ]
+    for streamed in (False, True):
+        response = client.post(
+            "/v1/messages", json={**CLAUDE_CODE, "tools": tools, "stream": streamed}, headers=HEADERS
+        )
+        assert response.status_code == 200, response.text
+        assert response.headers["x-dropped-tools"] == "tools[0]=web_search_20250305, tools[2]=bash_20250124"
+        assert [tool["function"]["name"] for tool in engine.submitted[-1].prompt.tools] == ["get_weather"]
+    body = {"model": "fake", "messages": [{"role": "user", "content": "x"}], "tools": tools}
+    assert client.post("/v1/messages/count_tokens", json=body, headers=HEADERS).status_code == 200
+
+
+def test_fields_the_sdk_allows_are_accepted(client: TestClient) -> None:
+    """Every field of the installed `anthropic` SDK's message and count params (and their blocks) that
+    the appliance accepts without an effect."""
+    tool = {
+        **WEATHER,
+        "eager_input_streaming": True,
+        "input_examples": [{"city": "Oslo"}],
+        "allowed_callers": ["direct"],
+        "strict": True,
+    }
+    use = {**USE, "caller": {"type": "direct"}, "toolset_name": "t", "cache_control": {"type": "ephemeral"}}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": "Rain",
+        "toolset_name": "t",
+        "cache_control": {"type": "ephemeral"},
+    }
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+        "transformations": {"oversized_image": "downsize"},
+    }
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+    ]
+    extras = {
+        "speed": "standard",
+        "user_profile_id": "p",
+        "workspace_id": "w",
+        "service_tier": "auto",
+        "inference_geo": "us",
+        "diagnostics": {},
+    }
+    assert create(client, tools=[tool], messages=messages, **extras).status_code == 200
+    body = {
+        "model": "fake",
+        "messages": messages,
+        "tools": [tool],
+        "speed": "fast",
+        "user_profile_id": "p",
+        "workspace_id": "w",
+    }
+    assert client.post("/v1/messages/count_tokens", json=body, headers=HEADERS).status_code == 200
+    assert msgspec.convert(
+        {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [image]}]}, MessagesRequest
+    )

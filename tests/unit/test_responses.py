@@ -261,9 +261,7 @@ def test_chat_plan_error_texts_name_the_responses_field() -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
-        ({"tools": [WEATHER, {"type": "file_search", "vector_store_ids": ["v"]}]}, "tools[1].type"),
-        ({"tools": [{"type": "computer_use_preview", "display_width": 1, "display_height": 1}]}, "tools[0].type"),
+        ({"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]}]}, "tools[0].tools[0].type"),
         ({"tool_choice": {"type": "web_search_preview"}}, "tool_choice.type"),
         ({"input": [{"type": "web_search_call", "id": "ws", "status": "completed"}]}, "input[0].type"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
@@ -296,6 +294,9 @@ def test_informative_fields_are_accepted(client: TestClient) -> None:
         include=["reasoning.encrypted_content"],
         text={"format": {"type": "text"}, "verbosity": "medium"},
         user="someone",
+        client_metadata={"root_turn_id": "t1", "x-codex-turn-metadata": "{}"},
+        reasoning={"summary": "auto"},
+        store=False,
     )
     assert informed.status_code == 200, informed.text
     assert informed.json()["output"][0]["content"] == plain["output"][0]["content"]
@@ -397,3 +398,89 @@ def test_vision_graph_takes_input_images() -> None:
         )
     assert response.status_code == 200, response.text
     assert len(engine.submitted[-1].prompt.images) == 1
+
+
+# --- what coding agents send (issue 50): Codex 0.169.0's request -----------------------------------
+
+# The shape of Codex's first request (captured from the real binary: `codex exec`), its texts shortened:
+# two developer messages then two user messages, function tools, a namespace, web_search, include,
+# prompt_cache_key, client_metadata, reasoning.summary, store false.
+CODEX = {
+    "model": "fake",
+    "instructions": None,
+    "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "<permissions>"}, {"type": "input_text", "text": "x"}],
+        },
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Capital of France?"}]},
+    ],
+    "tools": [
+        {**WEATHER, "strict": False},
+        {
+            "type": "namespace",
+            "name": "multi_agent_v1",
+            "description": "Tools for sub-agents.",
+            "tools": [{**WEATHER, "name": "close_agent", "strict": False}],
+        },
+        {"type": "web_search", "external_web_access": False},
+    ],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "reasoning": {"summary": "auto"},
+    "store": False,
+    "stream": True,
+    "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "01a22758-9e0a-77b3-8e03-109adcec066a",
+    "client_metadata": {"root_turn_id": "t1", "x-codex-turn-metadata": json.dumps({"session_id": "s"})},
+}
+
+
+def test_codex_request_is_answered(client: TestClient, engine: FakeEngineClient) -> None:
+    body = {key: value for key, value in CODEX.items() if value is not None}
+    response = client.post("/v1/responses", json=body, headers={"Authorization": "Bearer k1"})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-dropped-tools"] == "tools[2]=web_search"
+    prompt = engine.submitted[-1].prompt
+    # Developer messages reach chat templates as system messages (no template here knows "developer").
+    assert [m["role"] for m in prompt.messages] == ["system", "system", "user", "user"]
+    assert [tool["function"]["name"] for tool in prompt.tools] == ["get_weather", "close_agent"]
+    events = [
+        json.loads(line.removeprefix("data: ")) for line in response.text.splitlines() if line.startswith("data: ")
+    ]
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["tools"][2] == {"type": "web_search", "external_web_access": False}  # echoed as sent
+
+
+def test_hosted_tools_are_not_offered_and_named_in_a_header(client: TestClient, engine: FakeEngineClient) -> None:
+    tools = [{"type": "web_search"}, WEATHER, {"type": "file_search", "vector_store_ids": ["v"]}]
+    response = create(client, tools=tools)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-dropped-tools"] == "tools[0]=web_search, tools[2]=file_search"
+    assert [tool["function"]["name"] for tool in engine.submitted[-1].prompt.tools] == ["get_weather"]
+    assert response.json()["tools"] == [{"type": "web_search"}, WEATHER, tools[2]]
+    # allowed_tools may list them: they are skipped as they are in `tools`.
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "web_search"}, {"type": "function", "name": "get_weather"}],
+    }
+    assert create(client, tools=tools, tool_choice=allowed).status_code == 200
+    assert "x-dropped-tools" not in create(client, tools=[WEATHER]).headers
+
+
+def test_errors_name_tools_as_the_request_does_after_hosted_ones(client: TestClient) -> None:
+    bad = {**WEATHER, "name": "bad name"}
+    decoded = create(client, tools=[{"type": "web_search"}, WEATHER, bad]).json()["error"]
+    assert decoded["param"] == "tools[2].name" and "'tools[2].name'" in decoded["message"], decoded
+    planned = create(client, tools=[{"type": "web_search"}, WEATHER, WEATHER]).json()["error"]
+    assert planned["param"] == "tools[2].name", planned
+
+
+def test_many_hosted_tools_make_a_bounded_header(client: TestClient) -> None:
+    tools = [{"type": f"web_search\r\nx-evil: {n}"} for n in range(40)]
+    header = create(client, tools=tools).headers["x-dropped-tools"]
+    assert header.endswith("and 24 more") and "\n" not in header and header.count("tools[") == 16

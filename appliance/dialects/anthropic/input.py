@@ -7,7 +7,10 @@ result comes before the text that follows it); an assistant turn's text, `tool_u
 blocks become one assistant message (its text, its tool calls with the input as JSON text, its
 `reasoning_content`, which templates that render reasoning show and others ignore).
 `redacted_thinking` is dropped: it is Anthropic's encrypted reasoning, which no model here can
-read. Consecutive turns of the same role are combined into one, as Anthropic's API does (many chat
+read. A `system` message inside `messages` (Claude Code sends its environment so) stays where it
+is, as a system message of its own: moving it into the system prompt would change the prompt's
+beginning from one turn to the next, and the prefix cache reuses a prompt only as far as its
+beginning is unchanged. Consecutive turns of the same role are combined into one, as Anthropic's API does (many chat
 templates refuse two user or two assistant messages in a row). Images keep the chat plan's checks
 and guards: a base64 source becomes a data URL, a url source the URL itself (http(s) under the
 SSRF policy, or a local file inside the allowed directory). A `tool_result` must answer a
@@ -134,6 +137,12 @@ def _text(blocks: list[TextBlock]) -> str:
 
 
 def _image(block: ImageBlock, path: str) -> ImageURLPart:
+    if block.transformations is not None and block.transformations.oversized_image == "error":
+        raise unsupported(
+            "transformations.oversized_image 'error' is not supported: an image is always scaled down here "
+            "to the size the model reads ('downsize').",
+            f"{path}.transformations.oversized_image",
+        )
     source = block.source
     if isinstance(source, FileSource):
         raise unsupported(
@@ -234,6 +243,20 @@ def _assistant_turn(message: MessageParam, path: str, result: ChatMessages) -> N
     result.add(turn, origin)
 
 
+def _system_turn(message: MessageParam, path: str, result: ChatMessages) -> None:
+    """A `system` message where it stands: its text blocks joined as `system` is."""
+    content = message.content
+    if not isinstance(content, str):
+        for index, block in enumerate(content):
+            if not isinstance(block, TextBlock):
+                raise InvalidRequest(
+                    f"A system message holds text blocks, not '{block.__struct_config__.tag}'.",
+                    param=f"{path}.content[{index}].type",
+                )
+        content = _text(content)  # type: ignore[arg-type]
+    result.add(SystemMessage(content=content), _Origin(path))
+
+
 def chat_messages(system: str | list[TextBlock] | None, messages: list[MessageParam]) -> ChatMessages:
     """The chat messages of a Messages request's `system` and `messages`."""
     result = ChatMessages()
@@ -244,12 +267,20 @@ def chat_messages(system: str | list[TextBlock] | None, messages: list[MessagePa
         path = f"messages[{index}]"
         if message.role == "user":
             _user_turn(message, path, result, issued)
+        elif message.role == "system":
+            _system_turn(message, path, result)
         else:
-            if index == 0 or messages[index - 1].role != "assistant":
+            if index == 0 or _previous_turn(messages, index) != "assistant":
                 issued = set()  # consecutive assistant turns are one message: their calls add up
             issued |= _tool_use_ids(message)
             _assistant_turn(message, path, result)
     return result
+
+
+def _previous_turn(messages: list[MessageParam], index: int) -> str | None:
+    """The role of the last user or assistant message before `index` (system messages sit between
+    turns without ending them)."""
+    return next((m.role for m in reversed(messages[:index]) if m.role != "system"), None)
 
 
 def _tool_use_ids(message: MessageParam) -> set[str]:

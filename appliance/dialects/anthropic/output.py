@@ -90,7 +90,10 @@ class _OpenBlock:
 class MessageEvents:
     """One message's events, built from its chat answer's pieces; `message` is the latest state."""
 
-    def __init__(self, model: str, input_tokens: int) -> None:
+    def __init__(self, model: str, input_tokens: int, *, show_thinking: bool = True) -> None:
+        """`show_thinking` False (`thinking.display: "omitted"`): thinking blocks are sent without
+        their text (no `thinking_delta`, `thinking` empty), as Anthropic sends them then."""
+        self._show_thinking = show_thinking
         self.message = Message(
             id=object_id("msg"),
             model=model,
@@ -154,6 +157,8 @@ class MessageEvents:
             block = self._open = _OpenBlock(kind=kind, index=len(self.message.content))
             empty: OutputBlock = TextOut(text="") if kind == "text" else ThinkingOut(thinking="")
             yield ContentBlockStart(index=block.index, content_block=empty)
+        if kind == "thinking" and not self._show_thinking:
+            return
         block.texts.append(text)
         delta = TextDelta(text=text) if kind == "text" else ThinkingDelta(thinking=text)
         yield ContentBlockDelta(index=block.index, delta=delta)

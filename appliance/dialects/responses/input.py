@@ -10,8 +10,9 @@ as they are, and an error it raises about `messages[k].content[j]` names the inp
 came from (`input[i].content[j]`).
 
 Before the body is decoded, `prepare_body` gives message items without `type` theirs (the SDK's
-"easy" messages leave it out) and refuses what belongs to built-in tools, naming it, rather than
-letting the decoder call a tool type "invalid".
+"easy" messages leave it out), takes hosted tools (web search, file search, ...) out of `tools` by
+the rule of `dialects.hosted_tools`, and refuses the input items and tool choices of hosted tools,
+naming them, rather than letting the decoder call a type "invalid".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.dialects.field_paths import MESSAGE, TOOL_CALL, renamed
+from appliance.dialects.hosted_tools import HostedTools, take_hosted
 from appliance.errors import InvalidRequest, unsupported
 from appliance.protocol.openai import (
     AssistantMessage,
@@ -50,7 +52,7 @@ from appliance.protocol.responses import (
     Refusal,
 )
 
-__all__ = ["InputMessages", "input_messages", "prepare_body"]
+__all__ = ["InputMessages", "hosted", "input_messages", "prepare_body"]
 
 _SERVED_ITEMS = {"message", "function_call", "function_call_output", "reasoning", "item_reference"}
 _BUILT_IN = {
@@ -77,11 +79,20 @@ def _tool_kind(kind: object) -> str:
     return f"'{name}' ({described})" if described else f"'{name}'"
 
 
-def prepare_body(body: object) -> object:
-    """`body` (plain JSON values) ready for decoding: message items get their `type`; built-in
-    tools, their tool choices and their input items are refused (400 naming the field)."""
+def hosted(tool: dict[str, Any]) -> bool:
+    """Whether a tool of `tools` (plain JSON values) is a hosted one (`dialects.hosted_tools`): a
+    `type` other than function and namespace."""
+    kind = tool.get("type")
+    return isinstance(kind, str) and kind not in ("function", "namespace")
+
+
+def prepare_body(body: object) -> HostedTools:
+    """Make `body` (plain JSON values, edited in place) ready for decoding: message items get their
+    `type`; hosted tools are taken out of `tools` (and returned); a hosted tool inside a namespace,
+    a tool choice naming a hosted tool and built-in tools' input items are refused (400 naming the
+    field)."""
     if not isinstance(body, dict):
-        return body
+        return HostedTools()
     items = body.get("input")
     if isinstance(items, list):
         for index, item in enumerate(items):
@@ -96,32 +107,28 @@ def prepare_body(body: object) -> object:
             if isinstance(kind, str) and kind not in _SERVED_ITEMS:
                 raise unsupported(
                     f"Input items of type {_tool_kind(kind)} are not served here: only messages, function "
-                    "calls with their outputs, and reasoning (there are no built-in tools).",
+                    "calls with their outputs, and reasoning (no hosted tool runs here).",
                     f"input[{index}].type",
                 )
     tools = body.get("tools")
-    if isinstance(tools, list):
-        for index, tool in enumerate(tools):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            inner = tool.get("tools") if kind == "namespace" else None
-            for place, tool_kind in [(f"tools[{index}]", kind)] + [
-                (f"tools[{index}].tools[{number}]", entry.get("type"))
-                for number, entry in enumerate(inner if isinstance(inner, list) else [])
-                if isinstance(entry, dict)
-            ]:
-                if isinstance(tool_kind, str) and tool_kind not in ("function", "namespace"):
-                    raise unsupported(
-                        f"The tool type {_tool_kind(tool_kind)} is not available here: the model runs locally and "
-                        "only function tools (alone or in a namespace) are served.",
-                        f"{place}.type",
-                    )
+    for index, tool in enumerate(tools if isinstance(tools, list) else ()):
+        inner = tool.get("tools") if isinstance(tool, dict) and tool.get("type") == "namespace" else None
+        for number, entry in enumerate(inner if isinstance(inner, list) else ()):
+            kind = entry.get("type") if isinstance(entry, dict) else None
+            if isinstance(kind, str) and kind != "function":
+                raise unsupported(
+                    f"The tool type {_tool_kind(kind)} is not available inside a namespace: a namespace "
+                    "groups function tools.",
+                    f"tools[{index}].tools[{number}].type",
+                )
     choice = body.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, dict) else None
     if isinstance(kind, str) and kind not in ("function", "allowed_tools"):
         raise unsupported(
-            f"tool_choice {_tool_kind(kind)} names a built-in tool, which is not available here.", "tool_choice.type"
+            f"tool_choice {_tool_kind(kind)} names a hosted tool, which does not run here: it cannot be forced.",
+            "tool_choice.type",
         )
-    return body
+    return take_hosted(body, hosted)
 
 
 @dataclass

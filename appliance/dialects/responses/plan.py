@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from appliance.dialects.responses.input import InputMessages, input_messages
+from appliance.dialects.hosted_tools import HostedTools
+from appliance.dialects.responses.input import InputMessages, hosted, input_messages
 from appliance.dialects.responses.output import ResponseEvents, object_id
 from appliance.dialects.responses.store import ResponseStore, StoredResponse
 from appliance.errors import InvalidRequest, unsupported
@@ -92,10 +93,14 @@ class ResponsePlan:
     response: Response
     """Status `in_progress`: the request's settings, echoed."""
     store: bool
+    hosted: HostedTools = field(default_factory=HostedTools)
+    """The hosted tools taken out of the request's `tools` (`dialects.hosted_tools`)."""
 
     def field_name(self, param: str) -> str:
         """A chat request's field path as the Responses request names it (`chat.FieldNames`)."""
-        return self.messages.field_name(param)
+        name = self.hosted.original_path(self.messages.field_name(param))
+        assert name is not None
+        return name
 
 
 def _check_options(body: ResponsesRequest) -> None:
@@ -160,6 +165,8 @@ def _tools(body: ResponsesRequest) -> tuple[list[Tool] | None, object]:
         names = {tool.function.name for tool in tools}
         allowed = []
         for index, entry in enumerate(choice.tools):
+            if hosted(entry):
+                continue  # taken out of `tools` too: the model is offered the others
             name = entry.get("name")
             if entry.get("type") != "function" or name not in names:
                 raise InvalidRequest(
@@ -184,8 +191,12 @@ def _response_format(text: TextConfig | None) -> object:
     return None
 
 
-def plan_response(body: ResponsesRequest, previous: StoredResponse | None = None) -> ResponsePlan:
-    """The chat request answering `body`, after `previous` (the stored response it continues)."""
+def plan_response(
+    body: ResponsesRequest, previous: StoredResponse | None = None, hosted_tools: HostedTools | None = None
+) -> ResponsePlan:
+    """The chat request answering `body`, after `previous` (the stored response it continues);
+    `hosted_tools`: those `input.prepare_body` took out of the request's tools."""
+    hosted_tools = hosted_tools or HostedTools()
     _check_options(body)
     if body.previous_response_id is not None and previous is None:
         raise InvalidRequest(
@@ -236,12 +247,12 @@ def plan_response(body: ResponsesRequest, previous: StoredResponse | None = None
         temperature=body.temperature,
         text=body.text or TextConfig(format=TextFormatText()),
         tool_choice=body.tool_choice or "auto",
-        tools=body.tools or [],
+        tools=hosted_tools.echo(body.tools or []),
         top_logprobs=body.top_logprobs or 0,
         top_p=body.top_p,
         user=body.user,
     )
-    return ResponsePlan(chat=chat, messages=messages, response=response, store=store)
+    return ResponsePlan(chat=chat, messages=messages, response=response, store=store, hosted=hosted_tools)
 
 
 def conversation_after(plan: ResponsePlan, response: Response) -> list[Message]:
