@@ -1,11 +1,11 @@
 // The `ollama` JavaScript library against the appliance (tests/e2e/test_ollama.py): chat whole and
 // streamed, a schema format, a tool call, an image, generate, embed, list, show and ps.
-// Usage: node ollama_client.mjs HOST CHAT_MODEL CALLS_MODEL VISION_MODEL EMBED_MODEL IMAGE_BASE64;
+// Usage: node ollama_client.mjs HOST CHAT_MODEL CALLS_MODEL VISION_MODEL EMBED_MODEL IMAGE_BASE64 [API_KEY];
 // prints one JSON line.
 import { Ollama } from "ollama";
 
-const [host, chatModel, callsModel, visionModel, embedModel, image] = process.argv.slice(2);
-const ollama = new Ollama({ host });
+const [host, chatModel, callsModel, visionModel, embedModel, image, apiKey] = process.argv.slice(2);
+const ollama = new Ollama({ host, headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
 const greedy = { temperature: 0, num_predict: 24 };
 const ask = [{ role: "user", content: "Count from 1 to 5." }];
 
