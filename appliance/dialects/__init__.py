@@ -8,6 +8,11 @@ framework: the routes in `api/` decode, call a dialect and frame its events.
 
 - `responses/`: OpenAI's Responses API (`plan`: request -> chat request, `input`: items ->
   messages, `output`: pieces -> typed events and the response, `store`: stored responses per key).
+- `anthropic/`: Anthropic's Messages API (`plan`, `input`, `output`, `errors`).
+- `ollama/`: Ollama's API (`plan`: chat and generate -> a chat or completion request, `input`,
+  `output`: pieces -> answer objects, `models`: tags, show, ps, `errors`).
+- `shared`: an error message led by its field, a call's arguments as an object (Anthropic's and
+  Ollama's wires); `field_paths`: a chat request's fields named as a dialect names them.
 - `lmi`: AWS LMI / TGI `/invocations` on completions (and chat bodies on chat).
 - `elastic`: Elasticsearch's inference chat completion client on chat.
 """

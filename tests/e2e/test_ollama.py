@@ -78,7 +78,9 @@ def server(
     graphs = copy_demo_graphs(smol_root, base / "graphs", [SMOL])
     smol = (graphs / f"{SMOL}.toml").read_text()
     calls = smol.replace(f'name = "{SMOL}"', f'name = "{CALLS}"').replace('"hermes"', '"llama3_json"')
-    (graphs / f"{CALLS}.toml").write_text("\n".join(line for line in calls.splitlines() if not line.startswith("aliases")))
+    (graphs / f"{CALLS}.toml").write_text(
+        "\n".join(line for line in calls.splitlines() if not line.startswith("aliases"))
+    )
     copy_demo_graphs(demo_root, graphs, [VISION])
     copy_demo_graphs(retrieval_root, graphs, [EMBED])
     on_demand_chats(demo_root, graphs, [ON_DEMAND])
@@ -145,7 +147,9 @@ def test_an_image_on_the_vision_model(client: ollama.Client) -> None:
     png = base64.b64encode(encode(noise(40, 30, seed=1))).decode()
     messages = [{"role": "user", "content": "What is in this picture?", "images": [png]}]
     whole = client.chat(model=VISION, messages=messages, options={"temperature": 0, "num_predict": 8})
-    streamed = list(client.chat(model=VISION, messages=messages, options={"temperature": 0, "num_predict": 8}, stream=True))
+    streamed = list(
+        client.chat(model=VISION, messages=messages, options={"temperature": 0, "num_predict": 8}, stream=True)
+    )
     assert "".join(part.message.content for part in streamed) == whole.message.content
     assert whole.prompt_eval_count == streamed[-1].prompt_eval_count > 10  # the image's tokens count
     text_only = client.chat(model=VISION, messages=[{"role": "user", "content": "What is in this picture?"}],
@@ -162,7 +166,9 @@ def test_generate_is_chat_with_one_user_message(client: ollama.Client) -> None:
     generated = client.generate(model=SMOL, prompt=COUNT[0]["content"], options=GREEDY)
     chatted = client.chat(model=SMOL, messages=COUNT, options=GREEDY)
     assert generated.response == chatted.message.content and generated.eval_count == chatted.eval_count
-    streamed = "".join(part.response for part in client.generate(model=SMOL, prompt=COUNT[0]["content"], options=GREEDY, stream=True))
+    streamed = "".join(
+        part.response for part in client.generate(model=SMOL, prompt=COUNT[0]["content"], options=GREEDY, stream=True)
+    )
     assert streamed == generated.response
     raw = client.generate(model=SMOL, prompt="1, 2, 3, 4,", raw=True, options={"temperature": 0, "num_predict": 4})
     print("raw:", repr(raw.response))

@@ -91,7 +91,9 @@ def test_thinking_text_and_tool_calls(client: TestClient, engine: FakeEngineClie
     parts = lines(client, "chat", messages=ASK, tools=[WEATHER], think=True, options=long)
     assert [bool(p["message"].get("thinking")) for p in parts][:1] == [True]
     calls = [p["message"]["tool_calls"] for p in parts if "tool_calls" in p["message"]]
-    assert calls == [[{"id": calls[0][0]["id"], "function": {"name": "get_weather", "arguments": {"city": "Oslo"}, "index": 0}}]]
+    assert calls == [
+        [{"id": calls[0][0]["id"], "function": {"name": "get_weather", "arguments": {"city": "Oslo"}, "index": 0}}]
+    ]
     assert engine.submitted[-1].prompt.template_kwargs == {"enable_thinking": True}
 
 
@@ -167,8 +169,11 @@ def test_generate_through_the_template_and_raw(client: TestClient, engine: FakeE
         ("chat", {"messages": ASK, "keep_alive": "soon"}, "keep_alive"),
         ("chat", {"messages": ASK, "format": "xml"}, "format"),
         ("chat", {"messages": ASK, "top_logprobs": 2, "logprobs": True}, "top_logprobs"),
-        ("chat", {"messages": ASK, "tools": [{"type": "function", "function": {"name": "no spaces"}}]},
-         "tools[0].function.name"),  # fmt: skip
+        (
+            "chat",
+            {"messages": ASK, "tools": [{"type": "function", "function": {"name": "no spaces"}}]},
+            "tools[0].function.name",
+        ),  # fmt: skip
         ("generate", {"prompt": "x", "template": "{{ .Prompt }}"}, "template"),
         ("generate", {"prompt": "x", "context": [1, 2]}, "context"),
         ("generate", {"prompt": "x", "suffix": "y"}, "suffix"),
@@ -195,8 +200,18 @@ def test_think_needs_a_reasoning_parser() -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [(None, None), (0, UNLOAD), ("0", UNLOAD), (-1, KEEP), ("-1m", KEEP), ("5m", 300.0), ("1h30m", 5400.0),
-     (300, 300.0), ("1.5s", 1.5), ("300", 300.0)],  # fmt: skip
+    [
+        (None, None),
+        (0, UNLOAD),
+        ("0", UNLOAD),
+        (-1, KEEP),
+        ("-1m", KEEP),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        (300, 300.0),
+        ("1.5s", 1.5),
+        ("300", 300.0),
+    ],  # fmt: skip
 )
 def test_keep_alive_as_ollama_reads_it(value: object, seconds: float | None) -> None:
     assert keep_alive_seconds(value) == seconds
@@ -295,7 +310,9 @@ def test_root_is_ollamas_probe_and_a_browsers_way_to_the_playground(client: Test
 def test_the_gate_answers_in_ollamas_shape(client: TestClient) -> None:
     refused = client.post("/api/chat", json={"model": "fake", "messages": ASK})
     assert refused.status_code == 401 and set(refused.json()) == {"error"}
-    form = client.post("/api/chat", content=b"{}", headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"})
+    form = client.post(
+        "/api/chat", content=b"{}", headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert form.status_code == 415 and set(form.json()) == {"error"}
     missing = client.get("/api/nothing", headers=AUTH)
     assert missing.status_code == 404 and set(missing.json()) == {"error"}
@@ -303,7 +320,12 @@ def test_the_gate_answers_in_ollamas_shape(client: TestClient) -> None:
 
 def test_the_docs_table_names_every_request_field() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "ollama.md").read_text()
-    documented = {name for line in docs.splitlines() if line.startswith("| `") for name in re.findall(r"`([^`]+)`", line.split("|")[1])}
+    documented = {
+        name
+        for line in docs.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1])
+    }
     for struct in (ChatRequest, GenerateRequest, EmbedRequest, Options):
         assert set(struct.__struct_fields__) <= documented, struct
 
