@@ -369,26 +369,12 @@ _MANAGEMENT = {"errors": (400, 401, 413), "body": ModelRequest, "answer": Status
 
 
 @post(
-    "/push", status_code=200, opt={OPERATION: Operation(summary="Refused: models come from graph files", **_MANAGEMENT)}
-)
-async def push(request: Request) -> Response:
-    return await _refuse(request, "push")
-
-
-@post(
-    "/create",
+    ["/push", "/create", "/copy"],
     status_code=200,
     opt={OPERATION: Operation(summary="Refused: models come from graph files", **_MANAGEMENT)},
 )
-async def create(request: Request) -> Response:
-    return await _refuse(request, "create")
-
-
-@post(
-    "/copy", status_code=200, opt={OPERATION: Operation(summary="Refused: models come from graph files", **_MANAGEMENT)}
-)
-async def copy(request: Request) -> Response:
-    return await _refuse(request, "copy")
+async def manage(request: Request) -> Response:
+    return await _refuse(request, request.url.path.rpartition("/")[2])
 
 
 @delete(
@@ -432,7 +418,7 @@ def _error_body(exc: ApplianceError, _: Mapping[str, Any]) -> OllamaError:
 PROFILE = DialectProfile(name="ollama", render_error=_error_body, error_bodies=(OllamaError,))
 """Ollama's API at the edge: its error shape; its clients send the key as `Authorization: Bearer`."""
 
-_HANDLERS = [chat, generate, embed, embeddings, tags, show, ps, version, pull, push, create, copy, delete_model]
+_HANDLERS = [chat, generate, embed, embeddings, tags, show, ps, version, pull, manage, delete_model]
 
 
 def routers(page: str | None) -> list[Router]:

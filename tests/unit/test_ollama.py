@@ -336,3 +336,28 @@ def test_images_become_data_urls_whatever_their_bytes() -> None:
 
     payload = base64.b64encode(b"GIF89a").decode()
     assert image_part(payload).image_url.url == f"data:image/png;base64,{payload}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model": "fake", "messages": [], "options": {"temperature": NaN}}',
+        b'{"model": "fake", "messages": [], "options": {"temperature": 1e400}}',
+        b'{"model": "fake", "messages": ' + b"[" * 100_000,
+        b'{"model": "fake", "messages": [{"role": "user", "content": "x"}]',
+        b"[]",
+        b"",
+    ],
+)
+def test_hostile_bodies_are_a_400_in_ollamas_shape(client: TestClient, body: bytes) -> None:
+    for path in ("/api/chat", "/api/generate", "/api/embed", "/api/show", "/api/pull", "/api/create"):
+        answer = client.post(path, content=body, headers={**AUTH, "Content-Type": "application/json"})
+        assert answer.status_code == 400 and set(answer.json()) == {"error"}, (path, answer.text)
+
+
+def test_huge_options_and_messages_are_bounded(client: TestClient) -> None:
+    for options, where in [({"num_ctx": 2**40}, "options.num_ctx"), ({"top_k": 2**40}, "options.top_k")]:
+        refused = post(client, "chat", messages=ASK, options=options)
+        assert refused.status_code == 400 and refused.json()["error"].startswith(where), refused.text
+    many = post(client, "chat", messages=ASK * 100_000, stream=False)
+    assert many.status_code in (400, 413) and set(many.json()) == {"error"}
