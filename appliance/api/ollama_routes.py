@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from litestar import Request, Response, Router, delete, get, head, post
@@ -62,6 +62,7 @@ from appliance.protocol.ollama import (
 from appliance.protocol.retrieval import EmbeddingRequest
 from appliance.runtime.registry import ModelRegistry
 from appliance.service import completions, retrieval
+from appliance.service.chat import ChatCall
 
 __all__ = ["OLLAMA_VERSION", "PROFILE", "routers"]
 
@@ -134,21 +135,25 @@ async def _respond(
     engine: EngineClient,
     keep_alive: float | None,
     streamed: bool,
-    answer: Answer | None = None,
-    pieces: AsyncIterator[Any] | None = None,
-    raw: tuple[Any, ...] | None = None,
+    lines: Callable[[], AsyncIterator[object]],
+    whole: Callable[[], Awaitable[object]],
 ) -> Response:
-    """The answer streamed or whole; the model unloaded after it when `keep_alive` is 0 and its
-    graph lets it come and go."""
+    """The answer streamed (`lines()`) or whole (`whole()`); the model unloaded after it when
+    `keep_alive` is 0 and its graph lets it come and go."""
     unload = keep_alive == UNLOAD and models.lifecycle.may_come_and_go(engine)
     if streamed:
-        lines = answer.lines(pieces) if answer is not None else raw_lines(*raw)  # type: ignore[arg-type, misc]
-        return _stream(_unloading_after(lines, models, engine) if unload else lines)
-    whole = answer.whole(pieces) if answer is not None else raw_whole(*raw)  # type: ignore[arg-type, misc]
-    result = await unless_disconnected(request, whole)
+        return _stream(_unloading_after(lines(), models, engine) if unload else lines())
+    result = await unless_disconnected(request, whole())
     if unload:
         _unload_later(models, engine)
     return json_response(result)
+
+
+def _rendered(
+    answer: Answer, call: ChatCall
+) -> tuple[Callable[[], AsyncIterator[object]], Callable[[], Awaitable[object]]]:
+    """How `_respond` gets the chat answer's lines, or the whole of it."""
+    return lambda: answer.lines(call.pieces()), lambda: answer.whole(call.pieces())
 
 
 _TEXT_STREAM = "one JSON object per line (done: false), the last with done: true and the counts; or {error}"
@@ -178,7 +183,7 @@ async def chat(request: Request, models: ModelRegistry, media: ImageLoader) -> R
     plan = plan_chat(body, engine.graph, engine.tools.reasoning)
     call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)  # type: ignore[arg-type]
     answer = Answer(body.model, "chat", call.stream, started)
-    return await _respond(request, models, engine, keep_alive, body.stream, answer, call.pieces())
+    return await _respond(request, models, engine, keep_alive, body.stream, *_rendered(answer, call))
 
 
 @post(
@@ -206,7 +211,7 @@ async def generate(request: Request, models: ModelRegistry, media: ImageLoader) 
     if plan.chat is not None:
         call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
         answer = Answer(body.model, "generate", call.stream, started)
-        return await _respond(request, models, engine, keep_alive, body.stream, answer, call.pieces())
+        return await _respond(request, models, engine, keep_alive, body.stream, *_rendered(answer, call))
     try:
         streams = await unless_disconnected(request, completions.open_completion(engine, plan.completion))  # type: ignore[arg-type]
     except ApplianceError as exc:
@@ -214,7 +219,16 @@ async def generate(request: Request, models: ModelRegistry, media: ImageLoader) 
         raise
     if record is not None:
         record.streams = streams
-    return await _respond(request, models, engine, keep_alive, body.stream, raw=(body.model, streams[0], started))
+    stream = streams[0]  # one prompt, one stream
+    return await _respond(
+        request,
+        models,
+        engine,
+        keep_alive,
+        body.stream,
+        lambda: raw_lines(body.model, stream, started),
+        lambda: raw_whole(body.model, stream, started),
+    )
 
 
 def _embedding_request(
