@@ -15,6 +15,7 @@ from appliance.api import (
     elastic_routes,
     lmi_routes,
     messages_routes,
+    ollama_routes,
     openai_routes,
     openapi,
     ops_routes,
@@ -59,7 +60,7 @@ def create_app(
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
     the stored responses of /v1/responses (default: an empty store with the default bounds).
-    `serve_playground`: the chat page at /playground, / redirecting to it."""
+    `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
@@ -97,6 +98,7 @@ def create_app(
             elastic_routes.router,
             *responses_routes.routes,
             *messages_routes.routers,
+            *ollama_routes.routers(playground.PAGE if serve_playground else None),
             *tokenize_routes.routes,
             *retrieval_routes.routes,
             *speech_routes.routes,

@@ -1,5 +1,6 @@
-"""The chat playground: the static page in `appliance/playground/` at `/playground`, and `/` redirecting
-to it (setting `playground = false` turns both off).
+"""The chat playground: the static page in `appliance/playground/` at `/playground` (setting
+`playground = false` turns it off); a browser's visit to `/` is sent there (`ollama_routes`, whose
+probe `/` is).
 
 The files are read once from the installed package and served from memory with a strict
 Content-Security-Policy: scripts, styles and requests only from this origin, images also from
@@ -14,7 +15,6 @@ from importlib.resources import files
 
 from litestar import Request, Response, get
 from litestar.handlers import HTTPRouteHandler
-from litestar.response import Redirect
 
 __all__ = ["CONTENT_SECURITY_POLICY", "PAGE", "PUBLIC_PATHS", "routes"]
 
@@ -62,8 +62,4 @@ def routes() -> list[HTTPRouteHandler]:
         body, media_type = contents[request.scope["path"]]
         return Response(body, media_type=media_type, headers=_HEADERS)
 
-    @get("/", include_in_schema=False, cache=False)
-    async def root() -> Redirect:
-        return Redirect(path=PAGE, status_code=302)
-
-    return [playground_file, root]
+    return [playground_file]

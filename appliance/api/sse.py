@@ -1,8 +1,8 @@
-"""Server-sent events and JSON Lines framing, with one shared JSON encoder."""
+"""Server-sent events and JSON Lines (NDJSON) framing, with one shared JSON encoder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import msgspec
 
@@ -39,10 +39,19 @@ async def data_events(items: AsyncIterator[object]) -> AsyncIterator[bytes]:
         yield data(item)
 
 
-async def json_lines(items: AsyncIterator[object]) -> AsyncIterator[bytes]:
-    """One JSON document per line (application/jsonlines), LMI's default stream format."""
-    async for item in items:
-        yield _encoder.encode(item) + b"\n"
+async def json_lines(
+    items: AsyncIterator[object], error: Callable[[ApplianceError], object] | None = None
+) -> AsyncIterator[bytes]:
+    """One JSON document per line (LMI's default stream format, Ollama's NDJSON). With `error`, a
+    failure mid-stream ends it with `error(exc)` as the last line (Ollama's `{"error": ...}`);
+    without, it is raised."""
+    try:
+        async for item in items:
+            yield _encoder.encode(item) + b"\n"
+    except ApplianceError as exc:
+        if error is None:
+            raise
+        yield _encoder.encode(error(exc)) + b"\n"
 
 
 async def named_events(items: AsyncIterator[object], event: str) -> AsyncIterator[bytes]:

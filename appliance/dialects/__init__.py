@@ -11,7 +11,10 @@ framework: the routes in `api/` decode, call a dialect and frame its events.
 - `anthropic/`: Anthropic's Messages API (`plan`, `input`, `output`, `errors`).
 - `hosted_tools`: the one rule for tools that run on a provider's side (web search, ...): not
   offered to the model, named in the answer's `x-dropped-tools` header.
-- `field_paths`: naming a chat request's fields as a dialect's request names them.
+- `ollama/`: Ollama's API (`plan`: chat and generate -> a chat or completion request, `input`,
+  `output`: pieces -> answer objects, `models`: tags, show, ps, `errors`).
+- `shared`: an error message led by its field, a call's arguments as an object (Anthropic's and
+  Ollama's wires); `field_paths`: a chat request's fields named as a dialect names them.
 - `lmi`: AWS LMI / TGI `/invocations` on completions (and chat bodies on chat).
 - `elastic`: Elasticsearch's inference chat completion client on chat.
 """

@@ -15,8 +15,10 @@ IR's output shape): the server process imports no OpenVINO for this.
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -27,12 +29,12 @@ from appliance.graphfiles.chat_template import (
     read_chat_template,
     template_tools,
 )
-from appliance.graphfiles.gguf import DEFAULT_CONTEXT_LENGTH, GGUFError, GGUFHeader, read_header
+from appliance.graphfiles.gguf import DEFAULT_CONTEXT_LENGTH, GGUFError, GGUFHeader, read_header, type_name
 from appliance.graphfiles.model_formats import special_tokens
 from appliance.graphfiles.model_json import json_object
 from appliance.graphfiles.vision import ImageRule, image_rule, native_tokens
 
-__all__ = ["DEFAULT_CONTEXT", "GGUF_TOKENIZER_TOKENS", "ModelFacts", "Task", "read_facts"]
+__all__ = ["DEFAULT_CONTEXT", "GGUF_TOKENIZER_TOKENS", "ModelFacts", "ModelIdentity", "Task", "read_facts"]
 
 Task = Literal["generate", "embed", "rerank", "transcribe", "synthesize"]
 """What requests a graph's model serves (`Graph.task`); each is declared once, with its frames,
@@ -49,6 +51,20 @@ is then refused (context_length_exceeded) instead of answered from its beginning
 the model (`appliance export`) has no such cut."""
 _EMBEDDING_OUTPUTS = ("last_hidden_state", "token_embeddings")
 """The IR outputs an embedding pipeline pools, when the model has several."""
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What a model's files say it is; "" where they do not say."""
+
+    architecture: str = ""
+    """GGUF `general.architecture`, or config.json's `model_type` (`llama`, `qwen2`, `bert`)."""
+    size_label: str = ""
+    """GGUF `general.size_label` (`135M`)."""
+    quantization: str = ""
+    """A GGUF file's most common type among its 2-D weights (`Q4_1`, `F16`)."""
+    template: str = ""
+    """The chat template's text (generative graphs)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,8 @@ class ModelFacts:
     vision_tokens: tuple[str, ...] | None = ()
     """Vision graphs: the model's own image marker tokens, refused in client text (None: the
     tokenizer's files do not spell them; the engine decodes them once loaded)."""
+    identity: ModelIdentity = field(default_factory=ModelIdentity)
+    """What the files say the model is (Ollama's `/api/show` and `/api/tags` report it)."""
 
     def describe(self, served_context: int) -> str:
         """The facts in one line, each with its source; `served_context`: the context the graph
@@ -130,7 +148,8 @@ def read_facts(
     if task != "generate":
         context = (max_length, "per text: [embedding] max_length, else the model's files")
         size = _embedding_size(model_path) if task == "embed" else (0, "")
-        return ModelFacts(*context, TemplateTools(False, False, None), "", *size)
+        identity = ModelIdentity(architecture=_model_type(model_path))
+        return ModelFacts(*context, TemplateTools(False, False, None), "", *size, identity=identity)
     if gguf:
         try:
             header: GGUFHeader | None = read_header(model_path)
@@ -138,9 +157,11 @@ def read_facts(
             header = None
         context = _gguf_context(header)
         template = gguf_chat_template(header.metadata) if header is not None else NO_TEMPLATE
+        identity = _gguf_identity(header)
     else:
         context = _folder_context(model_path)
         template = read_chat_template(model_path)
+        identity = ModelIdentity(architecture=_model_type(model_path))
     return ModelFacts(
         *context,
         template_tools(template.text, frozenset() if gguf else special_tokens(model_path)),
@@ -148,7 +169,25 @@ def read_facts(
         accepts_images=accepts_images,
         image_rule=image_rule(model_path) if accepts_images else None,
         vision_tokens=native_tokens(model_path) if accepts_images else (),
+        identity=dataclasses.replace(identity, template=template.text),
     )
+
+
+def _gguf_identity(header: GGUFHeader | None) -> ModelIdentity:
+    if header is None:
+        return ModelIdentity()
+    label = header.metadata.get("general.size_label")
+    weights = Counter(type_name(tensor.ggml_type) for tensor in header.tensors if len(tensor.shape) == 2)
+    return ModelIdentity(
+        architecture=header.architecture,
+        size_label=label if isinstance(label, str) else "",
+        quantization=weights.most_common(1)[0][0] if weights else "",
+    )
+
+
+def _model_type(model_dir: Path) -> str:
+    value = json_object(model_dir / "config.json").get("model_type")
+    return value if isinstance(value, str) else ""
 
 
 def _gguf_context(header: GGUFHeader | None) -> tuple[int, str]:

@@ -234,6 +234,21 @@ class Lifecycle:
         finally:
             self._pump()
 
+    @staticmethod
+    def may_come_and_go(engine: EngineClient) -> bool:
+        """Whether `engine`'s graph lets it unload without an operator: it loads on demand or
+        unloads when idle. A client's request to unload it (Ollama's `keep_alive: 0`) is honoured
+        only then; a model the operator keeps loaded stays loaded."""
+        return engine.graph.load == "on_demand" or engine.graph.idle_unload_seconds > 0
+
+    @staticmethod
+    def unloads_in(engine: EngineClient) -> float | None:
+        """Seconds until the idle unload takes `engine` if no request comes (the watchdog's rule,
+        `idle_unload_seconds`); None when nothing will. While requests are in flight (or it is
+        not ready) the whole idle time is ahead."""
+        idle = engine.graph.idle_unload_seconds
+        return max(0.0, idle - engine.idle_seconds) if idle else None
+
     def retire(self, engine: EngineClient | None, drain_seconds: float) -> None:
         """Stop `engine`, which no longer serves (replaced or removed by a reload), once its
         in-flight requests finished (or `drain_seconds` ran out); it counts until it is gone."""

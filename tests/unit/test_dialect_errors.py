@@ -30,6 +30,8 @@ def _shape(body: dict) -> str:
         return "elasticsearch"
     if isinstance(body.get("error"), str) and isinstance(body.get("code"), int):
         return "lmi"
+    if set(body) == {"error"} and isinstance(body["error"], str):
+        return "ollama"
     assert set(body["error"]) == {"message", "type", "param", "code"}, body
     return "openai"
 
@@ -39,6 +41,8 @@ def _shape(body: dict) -> str:
     [
         ("/v1/chat/completions", "openai"),
         ("/v1/messages", "anthropic"),
+        ("/api/chat", "ollama"),
+        ("/api/embed", "ollama"),
         ("/invocations", "lmi"),
         ("/predictions/fake", "lmi"),
         ("/_inference/chat_completion/x/_stream", "elasticsearch"),

@@ -1,5 +1,5 @@
-"""The chat playground's routes (issue 17): the page and its files under a strict CSP, / redirecting
-to it, the off switch, the files shipped in the wheel, and nothing in them that reaches another
+"""The chat playground's routes (issue 17): the page and its files under a strict CSP, a browser's
+visit to / sent to it, the off switch, the files shipped in the wheel, and nothing in them that reaches another
 origin. The page itself is driven in a real browser in tests/e2e/test_playground.py."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tests.fakes import FakeEngineClient
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "appliance" / "playground"
+BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 FILES = {
     "/playground": "text/html; charset=utf-8",
     "/playground/app.js": "text/javascript; charset=utf-8",
@@ -50,17 +51,19 @@ def test_page_and_files_are_served_with_a_strict_policy(path: str) -> None:
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
-def test_root_redirects_to_the_page() -> None:
+def test_root_sends_a_browser_to_the_page() -> None:
     with client() as http:
-        response = http.get("/", follow_redirects=False)
+        response = http.get("/", headers=BROWSER, follow_redirects=False)
+        probe = http.get("/", follow_redirects=False)  # Ollama's clients probe / for this text
     assert response.status_code == 302 and response.headers["location"] == "/playground"
+    assert probe.status_code == 200 and probe.text == "Ollama is running"
 
 
 def test_the_page_loads_without_a_key_and_the_api_still_wants_one() -> None:
     with client(api_keys=("secret",)) as http:
         assert http.get("/playground").status_code == 200
         assert http.get("/playground/app.js").status_code == 200
-        assert http.get("/", follow_redirects=False).status_code == 302
+        assert http.get("/", headers=BROWSER, follow_redirects=False).status_code == 302
         assert http.get("/v1/models").status_code == 401
         assert http.get("/v1/models", headers={"Authorization": "Bearer secret"}).status_code == 200
         assert http.get("/playground/other.js").status_code == 401  # only the page's own files are open
@@ -74,10 +77,12 @@ def test_unknown_files_are_404() -> None:
 
 def test_switched_off() -> None:
     with client(serve_playground=False) as http:
-        for path in ("/", *FILES):
+        for path in FILES:
             response = http.get(path, follow_redirects=False)
             assert response.status_code == 404, path
             assert response.json()["error"]["code"] == "not_found"
+        # / stays Ollama's probe, for a browser too.
+        assert http.get("/", headers=BROWSER, follow_redirects=False).text == "Ollama is running"
         assert http.get("/v1/models").status_code == 200
 
 

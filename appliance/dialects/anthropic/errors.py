@@ -8,6 +8,7 @@ message names the field a 400 is about, as Anthropic's messages do (`max_tokens:
 
 from __future__ import annotations
 
+from appliance.dialects.shared import error_message
 from appliance.errors import ApplianceError
 from appliance.protocol.anthropic import AnthropicError, AnthropicErrorBody
 
@@ -30,16 +31,6 @@ _TYPES = {
 def error_type(status: int) -> str:
     """Anthropic's error type for an HTTP status."""
     return _TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-
-
-def error_message(message: str, param: str | None) -> str:
-    """`message`, led by the field it is about (Anthropic's messages have no separate `param`)."""
-    if not param or message.startswith(f"{param}:"):
-        return message
-    # The decoder's messages name the field themselves; here the field leads instead.
-    message = message.removeprefix(f"Invalid value for '{param}': ")
-    message = "Field required." if message == f"Missing required parameter: '{param}'." else message
-    return f"{param}: {message}"
 
 
 def error_object(exc: ApplianceError) -> AnthropicError:

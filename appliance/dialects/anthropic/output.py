@@ -16,13 +16,12 @@ Stop reasons: `max_tokens` when the token limit cut the answer, `tool_use` when 
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from appliance.dialects.anthropic.errors import error_object
+from appliance.dialects.shared import tool_input
 from appliance.errors import ApplianceError
 from appliance.protocol.anthropic import (
     ContentBlockDelta,
@@ -55,16 +54,6 @@ __all__ = ["MessageEvents", "object_id"]
 def object_id(prefix: str) -> str:
     """An id as Anthropic writes them: `msg_...`, `toolu_...`."""
     return f"{prefix}_{uuid.uuid4().hex[:24]}"
-
-
-def tool_input(arguments: str) -> dict[str, Any]:
-    """A call's arguments as the `input` object. A parser may pass on arguments that are not a JSON
-    object (an unforced call the model wrote badly): they are kept whole, under `arguments`."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    return parsed if isinstance(parsed, dict) else {"arguments": arguments}
 
 
 def stop_reason(finish: FinishPiece | None) -> tuple[str | None, str | None]:
