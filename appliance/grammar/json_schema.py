@@ -146,7 +146,7 @@ def _any_digits(count: int, rules: RuleSet) -> str:
     range on both sides of zero cost 257 states, over the budget)."""
     if count == 1:
         return "[0-9]"
-    return rules.shared(f"digits-{count}", lambda: _digits(count, count, rules))
+    return rules.shared(f"digits-{count}", lambda: f"[0-9] {_any_digits(count - 1, rules)}")
 
 
 def _same_length_range(low: str, high: str, rules: RuleSet) -> str:
