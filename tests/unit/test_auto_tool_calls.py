@@ -39,7 +39,9 @@ a grammar reads, are Claude Code's."""
 
 def _request(tools: list[dict] | None = None, **fields: object) -> ChatCompletionRequest:
     if tools is None:
-        tools = [{"type": "function", "function": {"name": name, "parameters": schema}} for name, schema in SCHEMAS.items()]
+        tools = [
+            {"type": "function", "function": {"name": name, "parameters": schema}} for name, schema in SCHEMAS.items()
+        ]
     body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "tools": tools, **fields}
     return msgspec.convert(body, ChatCompletionRequest)
 
@@ -151,7 +153,11 @@ def test_a_tool_no_grammar_expresses_is_called_with_any_arguments(parser: str) -
     # Any JSON value nests without end; scalars are enough to read the grammar as a regex here.
     grammar = to_regex(found.grammar.replace("json-value ::= json-object | json-array | ", "json-value ::= "))
     block = found.block
-    for calls, allowed in (([("send", {"to": "x", "n": 1})], True), (WRONG, False), ([("get_weather", {"city": "X", "units": "K"})], False)):
+    for calls, allowed in (
+        ([("send", {"to": "x", "n": 1})], True),
+        (WRONG, False),
+        ([("get_weather", {"city": "X", "units": "K"})], False),
+    ):
         written = _written(parser, calls)
         inside = written[len(block.begin) : len(written) - len(block.end)] if block else written
         assert bool(grammar.fullmatch(inside)) == allowed, written
