@@ -182,3 +182,14 @@ def test_claude_code_tools_compile_budget(parser: str) -> None:
     assert cost.states <= 512
     request = _request([tool.to_dict() if hasattr(tool, "to_dict") else msgspec.to_builtins(tool) for tool in tools])
     assert _constraint(parser, request, max_grammar_states=512) is not None
+
+
+def test_the_engine_gets_structural_tags() -> None:
+    from appliance.engine import SamplingParams
+    from appliance.engine.worker.generation import generation_config
+
+    triggered = _constraint("hermes")
+    config = generation_config(SamplingParams(max_new_tokens=8, triggered=triggered), 8, eos_token_id=2)
+    written = repr(config.structured_output_config)
+    assert 'TriggeredTags(triggers=["<tool_call>"]' in written and 'end="</tool_call>"' in written
+    assert "grammar=None" in written  # the tags, not a grammar for the whole output
