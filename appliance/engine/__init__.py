@@ -16,7 +16,17 @@ except the spawn target the server names.
 
 from appliance.engine.host.client import EngineClient
 from appliance.engine.host.streams import RequestStream
-from appliance.engine.messages import ChatPrompt, Delta, Finished, SamplingParams, TextPrompt, TokenLogprob, TokenPrompt
+from appliance.engine.messages import (
+    ChatPrompt,
+    Delta,
+    Finished,
+    SamplingParams,
+    TaggedGrammar,
+    TextPrompt,
+    TokenLogprob,
+    TokenPrompt,
+    TriggeredGrammar,
+)
 
 __all__ = [
     "ChatPrompt",
@@ -25,7 +35,9 @@ __all__ = [
     "Finished",
     "RequestStream",
     "SamplingParams",
+    "TaggedGrammar",
     "TextPrompt",
     "TokenPrompt",
     "TokenLogprob",
+    "TriggeredGrammar",
 ]

@@ -49,6 +49,8 @@ __all__ = [
     "TokenLogprob",
     "TokenPrompt",
     "Tokenize",
+    "TaggedGrammar",
+    "TriggeredGrammar",
     "Tokenized",
     "Synthesize",
     "Synthesized",
@@ -62,6 +64,30 @@ __all__ = [
     "encoder",
     "merge_deltas",
 ]
+
+
+class TaggedGrammar(msgspec.Struct, frozen=True):
+    """One tag of a `TriggeredGrammar`: `begin` (which starts with one of its triggers), then
+    text matching `grammar`, then `end` (empty: nothing)."""
+
+    begin: str
+    grammar: str
+    """An EBNF grammar with a `root` rule (written by `appliance.grammar`)."""
+    end: str = ""
+
+
+class TriggeredGrammar(msgspec.Struct, frozen=True):
+    """Free text until the model writes one of `triggers`, then a tag whose `begin` starts with
+    it, held to the tag's grammar; then free text again (OpenVINO GenAI's structural tags,
+    `StructuredOutputConfig.TriggeredTags`). Tool calls in auto mode: the text is the model's,
+    each call (from its marker) matches the tools' schemas."""
+
+    triggers: tuple[str, ...]
+    tags: tuple[TaggedGrammar, ...]
+    at_least_one: bool = False
+    """The output starts with a tag."""
+    stop_after_first: bool = False
+    """The output ends after the first tag."""
 
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +122,8 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     skip_special_tokens: bool = True
     grammar: str | None = None
     """An EBNF grammar (written by `appliance.grammar`) the output must match."""
+    triggered: TriggeredGrammar | None = None
+    """Tagged parts of free text held to grammars (never together with `grammar`)."""
     num_assistant_tokens: int = 0
     """Speculative decoding / prompt lookup: candidates per step (0: unset)."""
     assistant_confidence_threshold: float = 0.0

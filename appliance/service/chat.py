@@ -27,7 +27,7 @@ from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, Tool
 from appliance.service.chat_output import chat_completion, chat_completion_chunks
 from appliance.service.chat_prompt import chat_messages, template_options
-from appliance.service.constraints import constrained_output
+from appliance.service.constraints import OutputConstraint, constrained_output
 from appliance.service.field_policy import CHAT, STREAM_OPTIONS, check_fields
 from appliance.service.images import ImageParts
 from appliance.service.pieces import AnswerPiece, answer_pieces
@@ -58,7 +58,7 @@ class ChatPlan:
     options: dict[str, Any]
     """ChatPrompt fields beyond the messages and images (tools included)."""
     tools: ToolPlan
-    grammar: str | None
+    grammar: OutputConstraint
     params: SamplingParams
     images: ImageParts
 

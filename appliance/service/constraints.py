@@ -1,5 +1,7 @@
-"""What a request constrains its output to, as a grammar: `response_format`, `structured_outputs`
-(regex, grammar, choice, json) or a forced tool call (`tool_choice` required or named).
+"""What a request constrains its output to: `response_format`, `structured_outputs` (regex,
+grammar, choice, json) or a forced tool call (`tool_choice` required or named), each as a grammar
+for the whole output; else, with tools in play under `tool_choice: auto`, each call the model
+starts in its free text (`auto_constraint`: the text is free, the calls match the tools' schemas).
 
 At most one source per request; a schema, regex or grammar that cannot be honoured, that holds
 more than structured output takes (`grammar.bounds.INPUT_LIMITS`, counted before it is converted),
@@ -15,9 +17,11 @@ engine keeps its own compiled copy of each, so a repeated grammar costs nothing 
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import msgspec
 
+from appliance.engine import TaggedGrammar, TriggeredGrammar
 from appliance.errors import InvalidRequest
 from appliance.grammar import (
     GrammarError,
@@ -38,11 +42,13 @@ from appliance.protocol.openai import (
     ResponseFormatJSONSchema,
     StructuredOutputs,
 )
-from appliance.service.grammar_builds import GrammarBuilds
-from appliance.service.tool_parsers import call_expression
+from appliance.service.grammar_builds import GrammarBuilds, OutputConstraint
+from appliance.service.tool_parsers import auto_calls, call_expression
 from appliance.service.tool_plan import NO_TOOLS, ToolPlan
 
-__all__ = ["builds", "constrained_output", "output_grammar"]
+__all__ = ["OutputConstraint", "auto_constraint", "builds", "constrained_output", "output_grammar"]
+
+log = logging.getLogger("appliance.requests")
 
 builds = GrammarBuilds()
 """The server's grammar builds: two threads, eight builds pending at most, 256 results kept."""
@@ -95,7 +101,7 @@ def _budgeted(grammar: str, param: str, graph: Graph, schemas: dict[str, object]
 
 async def constrained_output(
     request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
-) -> str | None:
+) -> OutputConstraint:
     """`output_grammar`, built on the grammar pool (`builds`) and remembered. A client that
     leaves while it waits (its task cancelled) stops the build unless others wait for it too."""
     chat = isinstance(request, ChatCompletionRequest)
@@ -106,6 +112,8 @@ async def constrained_output(
         [
             graph.name,
             tools.parser,
+            request.n,
+            request.best_of,
             graph.limits.max_grammar_states,
             graph.limits.max_parallel_tool_calls,
             request.structured_outputs,
@@ -114,7 +122,56 @@ async def constrained_output(
     )
     # A digest, not the fields themselves: 256 remembered keys of a 30 MB body each would be 8 GB.
     key = hashlib.blake2b(fingerprint, digest_size=16).digest()
-    return await builds.build(key, lambda: output_grammar(request, graph, tools))
+    return await builds.build(key, lambda: output_constraint(request, graph, tools))
+
+
+def output_constraint(
+    request: ChatCompletionRequest | CompletionRequest, graph: Graph, tools: ToolPlan = NO_TOOLS
+) -> OutputConstraint:
+    """`output_grammar`, else (nothing constrains the whole output) `auto_constraint`."""
+    grammar = output_grammar(request, graph, tools)
+    if grammar is not None or not isinstance(request, ChatCompletionRequest):
+        return grammar
+    return auto_constraint(request, graph, tools)
+
+
+def auto_constraint(request: ChatCompletionRequest, graph: Graph, tools: ToolPlan) -> TriggeredGrammar | str | None:
+    """With tools in play under `tool_choice: auto`: each call the model starts is held to the
+    tools' schemas, the rest of the answer free (a `TriggeredGrammar` from the format's marker;
+    for llama3_json, whose calls have none, a grammar of the whole answer: calls, or text that
+    does not start like one). A tool whose schema no grammar expresses is called with any
+    arguments (`CallFormat.loose_call`).
+
+    Never a refusal: where the calls cannot be held (several sequences in one request, which
+    share one grammar matcher in the engine; tools past a size bound or the graph's compile
+    budget), the answer is free as it was before (None), and the log says why."""
+    if not tools.tools or tools.parser is None or tools.forced:
+        return None
+    if request.n > 1 or (request.best_of or 1) > 1:
+        return None
+    try:
+        calls = auto_calls(tools.parser, list(tools.tools), tools.max_calls)
+        check_grammar(calls.grammar, GrammarBudget(max_states=graph.limits.max_grammar_states))
+    except GrammarError as exc:
+        log.info("tool calls left unconstrained on model %s: %s", graph.name, exc.message[:200])
+        return None
+    if calls.loose:
+        log.info(
+            "on model %s, calls of %d of %d tools take any arguments: no grammar expresses their schemas "
+            "(tools[%d].function.parameters the first)",
+            graph.name,
+            len(calls.loose),
+            len(tools.tools),
+            calls.loose[0],
+        )
+    block = calls.block
+    if block is None:
+        return calls.grammar
+    return TriggeredGrammar(
+        triggers=(block.begin,),
+        tags=(TaggedGrammar(begin=block.begin, grammar=calls.grammar, end=block.end),),
+        stop_after_first=block.last,
+    )
 
 
 def output_grammar(

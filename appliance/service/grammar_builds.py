@@ -24,22 +24,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from appliance.cpu_affinity import unpin_this_thread
+from appliance.engine import TriggeredGrammar
 from appliance.errors import InvalidRequest, Overloaded
 from appliance.grammar.bounds import BuildAbandoned, abandoned_when
 
-__all__ = ["GrammarBuilds"]
+__all__ = ["GrammarBuilds", "OutputConstraint"]
 
-Work = Callable[[], "str | None"]
+OutputConstraint = str | TriggeredGrammar | None
+"""What a build makes: a grammar for the whole output, tagged parts of free text held to grammars
+(`constraints.auto_constraint`), or nothing."""
+Work = Callable[[], OutputConstraint]
 
 
 @dataclass
 class _Build:
-    future: asyncio.Future[str | None]
+    future: asyncio.Future[OutputConstraint]
     abandoned: threading.Event = field(default_factory=threading.Event)
     waiters: int = 0
 
 
-def _run(work: Work, abandoned: threading.Event) -> str | None:
+def _run(work: Work, abandoned: threading.Event) -> OutputConstraint:
     if abandoned.is_set():
         raise BuildAbandoned
     with abandoned_when(abandoned):
@@ -56,10 +60,10 @@ class GrammarBuilds:
         """Builds submitted whose thread has not finished with them (abandoned ones included)."""
         self._lock = threading.Lock()  # `pending` drops on the pool's threads
         self._in_flight: dict[bytes, _Build] = {}
-        self._remembered: OrderedDict[bytes, str | None | InvalidRequest] = OrderedDict()
+        self._remembered: OrderedDict[bytes, OutputConstraint | InvalidRequest] = OrderedDict()
         self._remembered_limit = remembered
 
-    async def build(self, key: bytes, work: Work) -> str | None:
+    async def build(self, key: bytes, work: Work) -> OutputConstraint:
         """`work()`'s grammar, built once for every waiter of `key` and remembered; InvalidRequest
         (remembered too) as `work` raises it; Overloaded when too many builds are pending."""
         if key in self._remembered:
@@ -110,14 +114,14 @@ class GrammarBuilds:
         if self._in_flight.get(key) is build:
             del self._in_flight[key]
 
-    def _remember(self, key: bytes, found: str | None | InvalidRequest) -> None:
+    def _remember(self, key: bytes, found: OutputConstraint | InvalidRequest) -> None:
         self._remembered[key] = found
         self._remembered.move_to_end(key)
         while len(self._remembered) > self._remembered_limit:
             self._remembered.popitem(last=False)
 
     @staticmethod
-    def _answer(found: str | None | InvalidRequest) -> str | None:
+    def _answer(found: OutputConstraint | InvalidRequest) -> OutputConstraint:
         if isinstance(found, InvalidRequest):
             raise found
         return found

@@ -7,7 +7,7 @@ combinations the engine cannot honour, each refused with a 400 naming the parame
 
 from __future__ import annotations
 
-from appliance.engine import SamplingParams
+from appliance.engine import SamplingParams, TriggeredGrammar
 from appliance.errors import InvalidRequest, unsupported
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
@@ -37,12 +37,13 @@ def sampling_params(
     max_tokens_param: str,
     logprobs: bool = False,
     logprob_values_optional: bool = False,
-    grammar: str | None = None,
+    grammar: str | TriggeredGrammar | None = None,
     skip_special_tokens: bool | None = None,
     stop_param: str = "stop",
 ) -> SamplingParams:
     """The engine parameters of a validated request (graph defaults filled in).
 
+    `grammar`: the output's constraint (`constraints.constrained_output`).
     `stop_param`: the stop strings' field in the client's dialect, named in refusals.
     `logprob_values_optional`: the caller takes per-token entries whose log probability is NaN
     where the pipeline computes none (LMI token objects show null), instead of a refusal."""
@@ -138,7 +139,8 @@ def sampling_params(
         skip_special_tokens=(request.skip_special_tokens is not False)
         if skip_special_tokens is None
         else skip_special_tokens,
-        grammar=grammar,
+        grammar=grammar if isinstance(grammar, str) else None,
+        triggered=grammar if isinstance(grammar, TriggeredGrammar) else None,
         num_assistant_tokens=assisted.num_assistant_tokens,
         assistant_confidence_threshold=assisted.assistant_confidence_threshold,
         max_ngram_size=assisted.max_ngram_size,

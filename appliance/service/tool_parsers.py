@@ -1,5 +1,6 @@
 """Tool calls: the graph's call format reads them out of the model's text, streamed or whole, and
-writes the grammar that forces one (tool_choice `required` or a named function).
+writes the grammar that forces one (tool_choice `required` or a named function) and the grammar
+each call in a free answer is held to (tool_choice `auto`: `auto_calls`).
 
 The formats themselves (hermes, llama3_json, mistral, phi4_mini, qwen3_coder, glm45, deepseek_r1,
 harmony) live in `service.tool_formats`, one module per family's way of writing calls.
@@ -21,19 +22,22 @@ from __future__ import annotations
 import secrets
 import string
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from appliance.grammar import GrammarError
 from appliance.grammar.ebnf import RuleSet
 from appliance.protocol.openai import Tool
 from appliance.service.tool_formats import CallFormat, ParsedCall, call_format
-from appliance.service.tool_formats.base import NO_SCHEMAS
+from appliance.service.tool_formats.base import NO_SCHEMAS, CallBlock
 from appliance.service.tool_formats.json_calls import Llama3Json
 from appliance.service.tool_formats.scanning import Scanner, blank_end, held_back, may_become
 
 __all__ = [
+    "AutoCalls",
     "ParsedCall",
     "ToolCallStream",
+    "auto_calls",
     "call_expression",
     "forced_call_grammar",
     "new_call_id",
@@ -202,7 +206,41 @@ def call_expression(parser_name: str, tools: list[Tool], name: str | None, max_c
     """The expression (its rules added to `rules`) of an answer made of tool calls in the format
     `parser_name`, as in `forced_call_grammar`."""
     parser = tool_parser(parser_name)
-    calls = []
+    call, _ = _call_rule(parser, tools, name, rules)
+    return parser.forced(call, 1 if name is not None else max_calls, rules)
+
+
+@dataclass(frozen=True)
+class AutoCalls:
+    """The calls an answer in auto mode may hold, as the engine holds them to the tools' schemas."""
+
+    grammar: str
+    """With `block`, the grammar of the block's content (after its marker); without, of the whole
+    answer (a format without a marker: llama3_json)."""
+    block: CallBlock | None
+    loose: tuple[int, ...]
+    """The tools (by index) whose schemas no grammar here expresses: called with any arguments."""
+
+
+def auto_calls(parser_name: str, tools: list[Tool], max_calls: int) -> AutoCalls:
+    """The calls of `tools` a free answer may hold in the format `parser_name`: 1 to
+    `max_calls` per block. GrammarError when even that cannot be written (the tools together
+    pass a size bound)."""
+    parser = tool_parser(parser_name)
+    rules = RuleSet()
+    call, loose = _call_rule(parser, tools, None, rules, lenient=True)
+    block = parser.auto_block(call, max_calls, rules)
+    expression = block.content if block is not None else parser.auto_answer(call, max_calls, rules)
+    return AutoCalls(grammar=rules.render(expression), block=block, loose=tuple(loose))
+
+
+def _call_rule(
+    parser: CallFormat, tools: list[Tool], name: str | None, rules: RuleSet, *, lenient: bool = False
+) -> tuple[str, list[int]]:
+    """The rule of one call of `name`'s tool, or of any tool, and (`lenient`) the tools called
+    with any arguments (`CallFormat.loose_call`) because their schema cannot be written as a
+    grammar; without `lenient`, GrammarError naming the schema's part."""
+    calls, loose = [], []
     for index, tool in enumerate(tools):
         function = tool.function
         if name is not None and function.name != name:
@@ -213,9 +251,23 @@ def call_expression(parser_name: str, tools: list[Tool], name: str | None, max_c
             else {"type": "object", "properties": {}, "additionalProperties": False}
         )
         path = f"tools[{index}].function.parameters"
+        if lenient and not _expressible(parser, function.name, schema, path):
+            calls.append(parser.loose_call(function.name, rules))
+            loose.append(index)
+            continue
         try:
             calls.append(parser.call_grammar(function.name, schema, rules, path))
         except GrammarError as exc:
             exc.path = exc.path or path
             raise
-    return parser.forced(rules.add("tool_call", " | ".join(calls)), 1 if name is not None else max_calls, rules)
+    return rules.add("tool_call", " | ".join(calls)), loose
+
+
+def _expressible(parser: CallFormat, name: str, schema: dict[str, Any], path: str) -> bool:
+    """Whether the call's grammar can be written (tried on rules of its own, so that a schema
+    refused halfway leaves nothing behind in the grammar's)."""
+    try:
+        parser.call_grammar(name, schema, RuleSet(), path)
+    except GrammarError:
+        return False
+    return True

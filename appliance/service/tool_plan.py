@@ -3,8 +3,9 @@
 Tools are in play when the request sends some and `tool_choice` is not "none": then the chat
 template shows them (or, where it ignores them, the system message: `tool_prompt`), the model's
 tool parser reads calls out of the answer (special tokens kept, as
-call markers often are ones), and `required` or a named function makes the output grammar force a
-call. With "none" the template does not show the tools, so the model cannot call one. The tool
+call markers often are ones), `required` or a named function makes the output grammar force a
+call, and "auto" holds each call the model starts to the tools' schemas (`constraints.auto_constraint`).
+With "none" the template does not show the tools, so the model cannot call one. The tool
 calls of earlier assistant turns are rendered here too, as chat templates expect them.
 """
 

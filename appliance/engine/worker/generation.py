@@ -6,7 +6,7 @@ import secrets
 
 import openvino_genai
 
-from appliance.engine.messages import SamplingParams
+from appliance.engine.messages import SamplingParams, TriggeredGrammar
 
 __all__ = ["generation_config"]
 
@@ -63,5 +63,26 @@ def generation_config(
         config.max_ngram_size = params.max_ngram_size
     if params.grammar is not None:
         config.structured_output_config = openvino_genai.StructuredOutputConfig(grammar=params.grammar)
+    elif params.triggered is not None:
+        config.structured_output_config = _structural_tags(params.triggered)
     config.validate()
     return config
+
+
+def _structural_tags(triggered: TriggeredGrammar) -> openvino_genai.StructuredOutputConfig:
+    """Free text until a trigger, each tag held to its grammar (xgrammar's triggered tags).
+
+    Like a grammar, a structure xgrammar refuses fails inside `step()` and stops the pipeline
+    (measured on 2026.4.1: empty triggers, a tag whose begin matches no trigger or two, an EBNF
+    without `root`), so the service writes only structures that hold by construction
+    (`service.tool_formats.base.CallBlock`: one trigger, the tag beginning with it exactly)."""
+    config = openvino_genai.StructuredOutputConfig
+    tags = [config.Tag(tag.begin, config.EBNF(tag.grammar), tag.end) for tag in triggered.tags]
+    return config(
+        structural_tags_config=config.TriggeredTags(
+            list(triggered.triggers),
+            tags,
+            at_least_one=triggered.at_least_one,
+            stop_after_first=triggered.stop_after_first,
+        )
+    )

@@ -24,6 +24,7 @@ from appliance.service.tool_formats.scanning import JsonScanner, Scanner, blank_
 __all__ = [
     "DECODER",
     "NO_SCHEMAS",
+    "CallBlock",
     "CallFormat",
     "ParsedCall",
     "json_call",
@@ -121,6 +122,20 @@ def valid_prefix(candidates: list[tuple[Any, int]], arguments_key: str = "argume
     return calls, end
 
 
+@dataclass(frozen=True)
+class CallBlock:
+    """Where calls may start in a model's free text (`tool_choice: auto`): the text runs until
+    the model writes `begin` (the format's marker, the trigger), then what follows matches the
+    grammar expression `content` and `end` closes the block; free text again after it, unless
+    `last` (the answer ends with the block: the format's calls run to the end of the answer, or
+    one block holds all of them)."""
+
+    begin: str
+    content: str
+    end: str = ""
+    last: bool = False
+
+
 class CallFormat:
     """One model family's way of writing tool calls.
 
@@ -158,6 +173,21 @@ class CallFormat:
             f'"{{" {literal(chr(34) + "name" + chr(34) + ":")} {SPACE} {literal(json.dumps(name))} '
             f'"," {SPACE} {literal(json.dumps(self.arguments_key) + ":")} {SPACE} {arguments} "}}"'
         )
+
+    def loose_call(self, name: str, rules: RuleSet) -> str:
+        """The grammar expression of a call of `name` with any arguments (an object): for a tool
+        whose schema no grammar here can express, in auto mode, so that its calls still parse."""
+        return self.call_grammar(name, {"type": "object"}, rules, "")
+
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock | None:
+        """The block of 1 to `max_calls` calls, each matching the rule `call`, that free text may
+        hold (`tool_choice: auto`); None for a format without a marker (`auto_answer`)."""
+        raise NotImplementedError
+
+    def auto_answer(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        """For a format without a marker: the grammar expression of a whole answer that is either
+        calls or text that does not start like one."""
+        raise NotImplementedError
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         """The grammar expression of an answer made of 1 to `max_calls` calls, each matching the

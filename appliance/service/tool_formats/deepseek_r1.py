@@ -19,7 +19,7 @@ from typing import Any
 
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
-from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallFormat, ParsedCall, json_call
+from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallBlock, CallFormat, ParsedCall, json_call
 
 __all__ = ["DeepSeekR1"]
 
@@ -65,6 +65,13 @@ class DeepSeekR1(CallFormat):
         opening = literal(f"{CALL_BEGIN}function{SEP}{name}\n```json\n")
         return f"{opening} {arguments} {literal(chr(10) + '```' + CALL_END)}"
 
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        # One block holds every call of the turn.
+        return CallBlock(CALLS_BEGIN, self._calls(call, max_calls), CALLS_END, last=True)
+
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
-        more = f' ("\\n" {call}){{0,{max_calls - 1}}}' if max_calls > 1 else ""
-        return f"{literal(CALLS_BEGIN)} {call}{more} {literal(CALLS_END)}"
+        return f"{literal(CALLS_BEGIN)} {self._calls(call, max_calls)} {literal(CALLS_END)}"
+
+    @staticmethod
+    def _calls(call: str, max_calls: int) -> str:
+        return f'{call} ("\\n" {call}){{0,{max_calls - 1}}}' if max_calls > 1 else call

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from appliance.grammar import schema_expression
-from appliance.grammar.ebnf import RuleSet, literal
-from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall
-from appliance.service.tool_formats.qwen3_coder import is_text, schema_properties, text_value, typed_call
+from appliance.grammar.ebnf import RuleSet, char_class, complement, literal
+from appliance.service.tool_formats.base import NO_SCHEMAS, CallBlock, CallFormat, ParsedCall
+from appliance.service.tool_formats.qwen3_coder import is_text, schema_properties, text_value, typed_call, xml_text
 from appliance.service.tool_formats.scanning import Scanner, TagScanner
 
 __all__ = ["Glm45"]
@@ -94,6 +94,16 @@ class Glm45(CallFormat):
             pair = f"{literal(f'<arg_key>{key}</arg_key>' + chr(10) + '<arg_value>')} {value} {literal('</arg_value>' + chr(10))}"
             parts.append(pair if key in required else f"({pair})?")
         return " ".join(parts)
+
+    def loose_call(self, name: str, rules: RuleSet) -> str:
+        """Any pairs, each key text without `<`, each value raw text without `</`."""
+        text = rules.shared("xml-text", xml_text)
+        key = char_class(complement([(ord("<"), ord("<"))]))
+        pair = f'"<arg_key>" {key}+ "</arg_key>\\n<arg_value>" {text} "</arg_value>\\n"'
+        return f"{literal(f'{name}' + chr(10))} ({pair})*"
+
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        return CallBlock(self.marker, call, self.end, last=max_calls == 1)
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         block = rules.add("tool_call_block", f'"<tool_call>" {call} "</tool_call>"')

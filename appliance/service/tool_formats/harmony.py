@@ -31,7 +31,7 @@ from typing import Any
 
 from appliance.grammar import schema_expression
 from appliance.grammar.ebnf import RuleSet, literal
-from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallFormat, ParsedCall, json_call
+from appliance.service.tool_formats.base import DECODER, NO_SCHEMAS, CallBlock, CallFormat, ParsedCall, json_call
 from appliance.service.tool_formats.scanning import JsonScanner, blank_end, held_back, may_become
 
 __all__ = ["Harmony", "HarmonyChannels"]
@@ -78,11 +78,17 @@ class Harmony(CallFormat):
         )
 
     def call_grammar(self, name: str, schema: dict[str, Any], rules: RuleSet, path: str) -> str:
-        return f"{literal(f'{CALL_PREFIX}{name} <|constrain|>json{MESSAGE}')} {schema_expression(schema, rules, path)}"
+        """The call after its prefix (`CALL_PREFIX`, the marker: written by `forced`, or the
+        trigger in auto mode): the name, the header's end and the arguments."""
+        return f"{literal(f'{name} <|constrain|>json{MESSAGE}')} {schema_expression(schema, rules, path)}"
+
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        # The model makes one call per turn and ends it with <|call|>, an end-of-turn token.
+        return CallBlock(CALL_PREFIX, call, last=True)
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         # One call: the model ends its turn with <|call|>, an end-of-turn token the engine stops on.
-        return call
+        return f"{literal(CALL_PREFIX)} {call}"
 
 
 class HarmonyChannels:

@@ -16,11 +16,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from appliance.grammar.ebnf import RuleSet
+from appliance.grammar.ebnf import ANY_CHAR, RuleSet, char_class, literal, subtract
 from appliance.grammar.json_schema import SPACE
 from appliance.service.tool_formats.base import (
     DECODER,
     NO_SCHEMAS,
+    CallBlock,
     CallFormat,
     ParsedCall,
     json_call,
@@ -29,6 +30,25 @@ from appliance.service.tool_formats.base import (
 )
 
 __all__ = ["Hermes", "Llama3Json", "Mistral", "Phi4Mini"]
+
+_BLANK = (
+    (0x9, 0xD),
+    (0x1C, 0x20),
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+)
+"""The characters `\\s` matches (`scanning.blank_end`): the blank text the parser skips before
+deciding whether an answer is calls."""
+
+
+def _char(char: str) -> tuple[int, int]:
+    return ord(char), ord(char)
 
 
 class Hermes(CallFormat):
@@ -61,9 +81,16 @@ class Hermes(CallFormat):
             for name, arguments in calls
         )
 
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        return CallBlock(self.marker, self._inside(call), self.end, last=max_calls == 1)
+
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
-        block = rules.add("tool_call_block", f'"<tool_call>" "\\n"? {call} "\\n"? "</tool_call>"')
+        block = rules.add("tool_call_block", f'"<tool_call>" {self._inside(call)} "</tool_call>"')
         return f'{block} ("\\n"? {block}){{0,{max_calls - 1}}}' if max_calls > 1 else block
+
+    @staticmethod
+    def _inside(call: str) -> str:
+        return f'"\\n"? {call} "\\n"?'
 
 
 class Llama3Json(CallFormat):
@@ -82,6 +109,25 @@ class Llama3Json(CallFormat):
         return "; ".join(
             json.dumps({"name": name, "parameters": arguments}, ensure_ascii=False) for name, arguments in calls
         )
+
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> None:
+        return None  # no marker: the answer's first word decides (`auto_answer`)
+
+    def auto_answer(self, call: str, max_calls: int, rules: RuleSet) -> str:
+        """Blank text, then calls (after the tag or not), or text whose first word starts like
+        neither (as `ToolCallStream` decides): the whole answer is one grammar, whose free text
+        costs the engine nothing per token (any character, no marker to look for)."""
+        any_text = rules.shared("any-text", lambda: f"{char_class(ANY_CHAR)}*")
+        first = char_class(subtract(ANY_CHAR, [*_BLANK, _char("{"), _char("<")]))
+        tag = self.TAG
+        # Text starting with a part of the tag and then another character (or ending there).
+        near_tag = " | ".join(
+            f"{literal(tag[:length])} ({char_class(subtract(ANY_CHAR, [_char(tag[length])]))} {any_text})?"
+            for length in range(1, len(tag))
+        )
+        text = rules.add("plain_answer", f"{first} {any_text} | {near_tag}")
+        blank = char_class(_BLANK)
+        return f"{blank}* (({literal(tag)})? {self.forced(call, max_calls, rules)} | {text})?"
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         return f'{call} ("; " {call}){{0,{max_calls - 1}}}' if max_calls > 1 else call
@@ -108,10 +154,18 @@ class _JsonList(CallFormat):
         listed = [{"name": name, "arguments": arguments} for name, arguments in calls]
         return self.marker + json.dumps(listed, ensure_ascii=False) + self.end
 
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        # One list holds every call, and mistral's run to the end of the answer.
+        return CallBlock(self.marker, self._listed(call, max_calls), self.end, last=True)
+
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
-        more = f' ("," {SPACE} {call}){{0,{max_calls - 1}}}' if max_calls > 1 else ""
         close = f' "{self.end}"' if self.end else ""
-        return f'"{self.marker}" "[" {call}{more} "]"{close}'
+        return f'"{self.marker}" {self._listed(call, max_calls)}{close}'
+
+    @staticmethod
+    def _listed(call: str, max_calls: int) -> str:
+        more = f' ("," {SPACE} {call}){{0,{max_calls - 1}}}' if max_calls > 1 else ""
+        return f'"[" {call}{more} "]"'
 
 
 class Mistral(_JsonList):

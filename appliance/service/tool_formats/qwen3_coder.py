@@ -28,10 +28,10 @@ from typing import Any
 from appliance.grammar import GrammarError, schema_expression
 from appliance.grammar.ebnf import RuleSet, char_class, complement, literal, repeat
 from appliance.grammar.regex import regex_expression
-from appliance.service.tool_formats.base import NO_SCHEMAS, CallFormat, ParsedCall, parsed_call, strict_json
+from appliance.service.tool_formats.base import NO_SCHEMAS, CallBlock, CallFormat, ParsedCall, parsed_call, strict_json
 from appliance.service.tool_formats.scanning import Scanner, TagScanner
 
-__all__ = ["Qwen3Coder", "is_text", "schema_properties", "text_value", "typed_call", "typed_value"]
+__all__ = ["Qwen3Coder", "is_text", "schema_properties", "text_value", "typed_call", "typed_value", "xml_text"]
 
 _HEAD = re.compile(r"\s*+<tool_call>\s*+<function=([^>\n]++)>")
 _PARAMETER = re.compile(r"\s*+<parameter=([^>\n]++)>\n?")
@@ -72,7 +72,7 @@ def schema_properties(schema: Any) -> dict[str, Any]:
     return properties if isinstance(properties, dict) else {}
 
 
-def _xml_text() -> str:
+def xml_text() -> str:
     """Text holding no `</` and not ending in `<`."""
     plain = char_class(complement([(ord("<"), ord("<"))]))
     after_lt = char_class(complement([(ord("<"), ord("<")), (ord("/"), ord("/"))]))
@@ -101,7 +101,7 @@ def text_value(schema: dict[str, Any], rules: RuleSet, path: str) -> str:
             raise GrammarError("`minLength`/`maxLength` must be counts, the least not above the most.", path)
         char = rules.shared("xml-char", lambda: char_class(complement([(ord("<"), ord("<"))])))
         return repeat(char, low, high, rules)
-    return rules.shared("xml-text", _xml_text)
+    return rules.shared("xml-text", xml_text)
 
 
 def _parameters(text: str, at: int) -> tuple[dict[str, str], int]:
@@ -165,6 +165,16 @@ class Qwen3Coder(CallFormat):
             parts.append(parameter if key in required else f"({parameter})?")
         parts.append(literal("</function>"))
         return " ".join(parts)
+
+    def loose_call(self, name: str, rules: RuleSet) -> str:
+        """Any parameters, each value raw text without `</`."""
+        text = rules.shared("xml-text", xml_text)
+        key = char_class(complement([(ord(">"), ord(">")), (ord("\n"), ord("\n"))]))
+        parameter = f'"<parameter=" {key}+ ">\\n" {text} "\\n</parameter>\\n"'
+        return f"{literal(f'<function={name}>' + chr(10))} ({parameter})* {literal('</function>')}"
+
+    def auto_block(self, call: str, max_calls: int, rules: RuleSet) -> CallBlock:
+        return CallBlock(self.marker, f'"\\n" {call} "\\n"', self.end, last=max_calls == 1)
 
     def forced(self, call: str, max_calls: int, rules: RuleSet) -> str:
         block = rules.add("tool_call_block", f'"<tool_call>\\n" {call} "\\n</tool_call>"')
