@@ -254,7 +254,7 @@ def _check_stream(stream: av.audio.stream.AudioStream, declared: float | None, l
     if declared is not None and declared > limits.max_seconds + LIMIT_SLACK:
         raise _too_long(limits, declared)
     if declared is not None and declared * context.sample_rate * context.channels > limits.max_source_samples:
-        raise _too_costly(limits, context.sample_rate, context.channels)
+        raise _too_costly(limits.max_source_samples, context.sample_rate, context.channels)
 
 
 @dataclass
@@ -267,7 +267,7 @@ class _SourceCount:
     def add(self, frame: av.AudioFrame) -> None:
         self.spent += frame.samples * len(frame.layout.channels)
         if self.spent > self.budget:
-            raise _too_costly_budget(self.budget, frame.sample_rate, len(frame.layout.channels))
+            raise _too_costly(self.budget, frame.sample_rate, len(frame.layout.channels))
 
 
 def _mono_chunks(
@@ -363,11 +363,7 @@ def _truncated(decoded: float, declared: float | None) -> InvalidRequest:
     )
 
 
-def _too_costly(limits: AudioLimits, rate: int, channels: int) -> InvalidRequest:
-    return _too_costly_budget(limits.max_source_samples, rate, channels)
-
-
-def _too_costly_budget(budget: float, rate: int, channels: int) -> InvalidRequest:
+def _too_costly(budget: float, rate: int, channels: int) -> InvalidRequest:
     seconds = budget / (rate * channels)
     return _refuse(
         f"The audio is {rate} Hz x {channels} channels: at that rate this server decodes at most {seconds:.0f} s "
