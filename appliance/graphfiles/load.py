@@ -177,6 +177,7 @@ def _check_not_generative(path: Path, graph: Graph) -> None:
             ("tool_parser", graph.tool_parser, None),
             ("reasoning_parser", graph.reasoning_parser, None),
             ("speech_model", graph.speech_model, None),
+            ("voice_model", graph.voice_model, None),
         )
         if value != default
     ]
@@ -329,13 +330,17 @@ def load_graphs(directory: Path) -> list[Graph]:
 
 
 def _check_speech_models(graphs: list[Graph]) -> None:
-    """Each `speech_model` names a speech-to-text graph of the same directory."""
+    """Each `speech_model` names a speech-to-text graph of the same directory, each `voice_model`
+    a text-to-speech graph."""
     kinds = {name: graph.pipeline_kind for graph in graphs for name in (graph.name, *graph.aliases)}
     for graph in graphs:
-        named = graph.speech_model
-        if named is not None and kinds.get(named) != "SPEECH_TO_TEXT":
-            what = f"is a {kinds[named]} graph" if named in kinds else "is not served here"
-            raise ConfigError(f"{graph.source}: `speech_model` {named!r} {what}: name a SPEECH_TO_TEXT graph")
+        for key, named, kind in (
+            ("speech_model", graph.speech_model, "SPEECH_TO_TEXT"),
+            ("voice_model", graph.voice_model, "TEXT_TO_SPEECH"),
+        ):
+            if named is not None and kinds.get(named) != kind:
+                what = f"is a {kinds[named]} graph" if named in kinds else "is not served here"
+                raise ConfigError(f"{graph.source}: `{key}` {named!r} {what}: name a {kind} graph")
 
 
 def _describe(exc: msgspec.ValidationError) -> str:

@@ -249,6 +249,9 @@ class Graph(_Config, dict=True):
     speech_model: ModelName | None = None
     """A speech-to-text graph served beside this one: the `input_audio` parts of chat messages are
     transcribed by it, and the model reads the text heard. None: audio parts are refused."""
+    voice_model: ModelName | None = None
+    """A text-to-speech graph served beside this one: a Realtime conversation on this model speaks
+    its answers in it (`/v1/realtime`, output modality audio). None: such sessions answer in text."""
     control_tokens_in_messages: Literal["text", "control"] = "text"
     """How the model's control-token strings (`<|im_end|>`, `<|im_start|>`, ...) written in
     messages, tool definitions and template variables are tokenized. text: as the characters they

@@ -105,7 +105,7 @@ class SpeechCall:
         """The audio file's bytes, a piece of speech at a time (empty pieces skipped)."""
         encoder: SpeechEncoder | None = None
         try:
-            async for samples, rate, last in self._samples():
+            async for samples, rate, last in self.samples():
                 if encoder is None:
                     encoder = SpeechEncoder(rate, self.request.response_format)
                 chunk = await self.encoding.call(encoder.add, samples, last=last)
@@ -135,7 +135,7 @@ class SpeechCall:
             )
         )
 
-    async def _samples(self) -> AsyncIterator[tuple[np.ndarray, int, bool]]:
+    async def samples(self) -> AsyncIterator[tuple[np.ndarray, int, bool]]:
         """Each piece's samples, its rate and whether it is the last (the engine says), the first
         already in hand; then the engine's answer is awaited (it follows the last piece)."""
         piece = self.first
