@@ -1,0 +1,211 @@
+"""Live voice conversations (issue 53) through the official openai SDK's realtime client, on real
+models: demo-smol (SmolLM2-135M) answers, demo-whisper (whisper tiny.en) hears, demo-voice
+(hibari) speaks. A turn's answer audio is heard back by demo-whisper as the answer's own
+transcript; speech in (espeak-ng's recording, streamed at real-time pace in 100 ms chunks, then
+silence) is answered with no commit; a function call and its output in a voice session; barge-in
+cancels the answer in the engines."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+
+from appliance.tools.bench.recording import word_error_rate
+from tests.conftest import RunningServer, copy_demo_graphs, running_server
+
+SPEECH = Path(__file__).resolve().parent.parent / "data" / "capital-of-france.wav"
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather now in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+@pytest.fixture(scope="module")
+def server(
+    smol_root: Path, whisper_root: Path, voice_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    directory = tmp_path_factory.mktemp("talk")
+    graphs = copy_demo_graphs(smol_root, directory / "graphs", ["demo-smol"])
+    copy_demo_graphs(whisper_root, graphs, ["demo-whisper"])
+    copy_demo_graphs(voice_root, graphs, ["demo-voice"])
+    smol = graphs / "demo-smol.toml"
+    smol.write_text(
+        smol.read_text().replace(
+            'name = "demo-smol"\n', 'name = "demo-smol"\nspeech_model = "demo-whisper"\nvoice_model = "demo-voice"\n'
+        )
+    )
+    with running_server(graphs, directory / "server.log") as running:
+        yield running
+
+
+def _client(server: RunningServer) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def _wav(pcm: bytes, rate: int = 24_000) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(pcm)
+    return buffer.getvalue()
+
+
+def _speech_pcm24() -> bytes:
+    """espeak-ng's "The capital of France is Paris." as pcm16 at 24 kHz (the API's input format)."""
+    with wave.open(str(SPEECH)) as reader:
+        rate = reader.getframerate()
+        samples = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.float32)
+    count = round(len(samples) * 24_000 / rate)
+    resampled = np.interp(np.arange(count) * rate / 24_000, np.arange(len(samples)), samples)
+    return resampled.astype("<i2").tobytes()
+
+
+async def _stream_audio(connection, pcm: bytes, silence_seconds: float = 1.5) -> None:
+    """`pcm` (24 kHz) in 100 ms chunks at real-time pace, then silence the same way."""
+    chunk = 2 * 2400
+    whole = pcm + bytes(int(2 * 24_000 * silence_seconds))
+    for start in range(0, len(whole), chunk):
+        await connection.input_audio_buffer.append(audio=base64.b64encode(whole[start : start + chunk]).decode())
+        await asyncio.sleep(0.1)
+
+
+async def _until_done(connection, timeout: float = 240.0) -> list:
+    """The server's events up to the first `response.done` (errors fail the test)."""
+    events = []
+    deadline = time.monotonic() + timeout
+    async for event in connection:
+        assert event.type != "error", event
+        events.append(event)
+        if event.type == "response.done":
+            return events
+        assert time.monotonic() < deadline, [e.type for e in events]
+    raise AssertionError("the connection closed before response.done")
+
+
+def _of(events: list, kind: str) -> list:
+    return [event for event in events if event.type == kind]
+
+
+def _heard(server: RunningServer, audio: bytes) -> str:
+    client = server.client(timeout=120)
+    return client.audio.transcriptions.create(model="demo-whisper", file=("answer.wav", _wav(audio)), response_format="text")
+
+
+def test_a_turn_is_answered_in_speech_that_whisper_hears_as_its_transcript(server: RunningServer) -> None:
+    async def talk() -> list:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            await connection.session.update(
+                session={"type": "realtime", "instructions": "Answer in two short sentences.", "max_output_tokens": 60}
+            )
+            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What is a cat?"}]}
+            await connection.conversation.item.create(item=item)
+            await connection.response.create()
+            return await _until_done(connection)
+
+    events = asyncio.run(talk())
+    done = events[-1].response
+    assert done.status in ("completed", "incomplete"), done
+    transcript = "".join(e.delta for e in _of(events, "response.output_audio_transcript.delta"))
+    assert transcript.strip() and _of(events, "response.output_audio_transcript.done")[0].transcript.strip()
+    audio = b"".join(base64.b64decode(e.delta) for e in _of(events, "response.output_audio.delta"))
+    assert len(audio) > 2 * 24_000  # over a second of speech
+    heard = _heard(server, audio)
+    spoken = done.output[0].content[0].transcript
+    error = word_error_rate(spoken, heard)
+    print(f"said {spoken!r}, heard {heard.strip()!r}: word error rate {error:.3f}")
+    assert error <= 0.35
+    assert done.usage.output_token_details.audio_tokens > 0 and done.usage.input_tokens > 0
+
+
+def test_speech_in_is_answered_with_no_commit(server: RunningServer) -> None:
+    async def talk() -> tuple[list, float]:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            await connection.session.update(session={"type": "realtime", "max_output_tokens": 40})
+            await _stream_audio(connection, _speech_pcm24())
+            return await _until_done(connection)
+
+    events = asyncio.run(talk())
+    types = [event.type for event in events]
+    assert types.index("input_audio_buffer.speech_started") < types.index("input_audio_buffer.committed")
+    heard = _of(events, "conversation.item.input_audio_transcription.completed")[0].transcript
+    assert "paris" in heard.lower()
+    assert types.index("conversation.item.input_audio_transcription.completed") < types.index("response.created")
+    assert events[-1].response.status in ("completed", "incomplete")
+    assert _of(events, "response.output_audio.delta")
+
+
+def test_a_function_call_and_its_output_in_a_voice_session(server: RunningServer) -> None:
+    async def talk() -> tuple[list, list]:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            await connection.session.update(
+                session={
+                    "type": "realtime",
+                    "tools": [WEATHER],
+                    "tool_choice": {"type": "function", "name": "get_weather"},
+                    "max_output_tokens": 60,
+                }
+            )
+            text = "What is the weather in Paris?"
+            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+            await connection.conversation.item.create(item=item)
+            await connection.response.create()
+            first = await _until_done(connection)
+            call = _of(first, "response.function_call_arguments.done")[0]
+            output = {"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny", "c": 21}'}
+            await connection.conversation.item.create(item=output)
+            await connection.response.create(response={"tool_choice": "none"})
+            return first, await _until_done(connection)
+
+    first, second = asyncio.run(talk())
+    call = _of(first, "response.function_call_arguments.done")[0]
+    assert call.name == "get_weather" and "city" in call.arguments
+    assert first[-1].response.output[-1].type == "function_call"
+    assert second[-1].response.status in ("completed", "incomplete")
+    assert _of(second, "response.output_audio.delta") and not _of(second, "response.function_call_arguments.done")
+
+
+def test_barge_in_cancels_the_answer_in_the_engines(server: RunningServer) -> None:
+    async def talk() -> list:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            # Speech that ends is committed and transcribed, and not answered: the test looks at the
+            # interrupted answer and at idle engines.
+            turns = {"type": "server_vad", "create_response": False}
+            session = {"type": "realtime", "max_output_tokens": 400, "audio": {"input": {"turn_detection": turns}}}
+            await connection.session.update(session=session)
+            text = "Tell me a long story about a dragon and a knight."
+            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+            await connection.conversation.item.create(item=item)
+            await connection.response.create()
+            events = []
+            async for event in connection:
+                events.append(event)
+                if event.type == "response.output_audio.delta":
+                    break
+            speaking = asyncio.ensure_future(_stream_audio(connection, _speech_pcm24(), 0.2))
+            events += await _until_done(connection)
+            await speaking
+            return events
+
+    events = asyncio.run(talk())
+    done = events[-1].response
+    assert done.status == "cancelled" and done.status_details.reason == "turn_detected"
+    message = done.output[0]
+    assert message.status == "incomplete"
+    said = "".join(e.delta for e in _of(events, "response.output_audio_transcript.delta"))
+    assert len(message.content[0].transcript) < len(said) or done.usage.output_tokens < 400
+    # The engines are free: no generation nor speech left running.
+    assert server.wait_idle("demo-smol")["in_flight"] == 0
+    assert server.wait_idle("demo-voice")["in_flight"] == 0
