@@ -22,14 +22,17 @@ from appliance.errors import ApplianceError, InvalidRequest
 from appliance.graphfiles import Graph
 from appliance.media import ImageLoader
 from appliance.protocol.openai import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from appliance.protocol.realtime_conversation import (
+from appliance.protocol.realtime import AudioOutput as OutputConfig
+from appliance.protocol.realtime import (
     ContentPart,
     ConversationItemCreate,
     ConversationItemTruncate,
     FunctionCallItem,
     FunctionCallOutputItem,
+    FunctionTool,
     MessageItem,
-    RealtimeFunctionTool,
+    RealtimeAudio,
+    RealtimeSession,
     ResponseCancel,
     ResponseCreate,
     ResponseCreateParams,
@@ -134,8 +137,9 @@ def test_items_become_the_chat_messages_in_order() -> None:
     items.add(FunctionCallItem(name="clock", arguments="{}", call_id="call_1"))
     items.add(FunctionCallOutputItem(call_id="call_1", output="12:00"))
     items.add(MessageItem(role="user", content=[ContentPart(type="input_audio", transcript="thanks")]))
-    tools = (RealtimeFunctionTool(name="clock", parameters={"type": "object"}),)
-    settings = TalkSettings(model="m", instructions="Be brief.", tools=tools, tool_choice="required", temperature=0.2)
+    tools = (FunctionTool(name="clock", parameters={"type": "object"}),)
+    config = RealtimeSession(instructions="Be brief.", tools=list(tools), tool_choice="required")
+    settings = TalkSettings.of("m", config)
     plan = plan_talk(settings.overridden(ResponseCreateParams(max_output_tokens=50)), items)
     messages = plan.chat.messages
     assert [type(m) for m in messages] == [SystemMessage, UserMessage, AssistantMessage, ToolMessage, UserMessage]
@@ -143,7 +147,7 @@ def test_items_become_the_chat_messages_in_order() -> None:
     assert messages[2].content == "Let me look." and messages[2].tool_calls[0].id == "call_1"
     assert messages[3].tool_call_id == "call_1" and messages[4].content == "thanks"
     chat = plan.chat
-    assert (chat.max_completion_tokens, chat.tool_choice, chat.temperature, chat.stream) == (50, "required", 0.2, True)
+    assert (chat.max_completion_tokens, chat.tool_choice, chat.stream) == (50, "required", True)
     assert chat.tools[0].function.name == "clock"
     user_id = list(items._items)[0]
     assert plan.field_name("messages[1].content") == f"item[{user_id}].content"
@@ -245,7 +249,7 @@ async def test_an_audio_response_speaks_sentence_by_sentence() -> None:
 async def test_a_function_call_is_an_item_and_its_output_is_read_next() -> None:
     conversation, client = await _conversation(parser="hermes")
     conversation.engine.script = '<tool_call>{"name": "clock", "arguments": {"zone": "UTC"}}</tool_call>'
-    tools = [RealtimeFunctionTool(name="clock", parameters={"type": "object"})]
+    tools = [FunctionTool(name="clock", parameters={"type": "object"})]
     await conversation.add(_user("time?"))
     conversation.create_response(ResponseCreateParams(tools=tools, tool_choice="required", max_output_tokens=99), None)
     await _answered(conversation)
@@ -346,5 +350,7 @@ async def test_audio_needs_a_voice_graph_and_one_of_its_voices() -> None:
     assert refused.value.param == "session.output_modalities"
     conversation, _ = await _conversation("audio", FakeVoice())
     with pytest.raises(InvalidRequest) as refused:
-        conversation.create_response(ResponseCreateParams(audio={"output": {"voice": "alloy"}}), None)
+        conversation.create_response(
+            ResponseCreateParams(audio=RealtimeAudio(output=OutputConfig(voice="alloy"))), None
+        )
     assert refused.value.param == "response.audio.output.voice"

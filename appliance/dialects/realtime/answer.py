@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 
 from msgspec import Struct
 
+from appliance.dialects.realtime.items import new_id
 from appliance.dialects.realtime.plan import TalkPlan
 from appliance.dialects.realtime.speaking import OUTPUT_RATE, Sentences, pcm16
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError
 from appliance.media.work_pool import WorkPool
-from appliance.protocol.realtime_conversation import (
-    AudioOutput,
-    AudioOutputFormat,
+from appliance.protocol.realtime import (
+    AudioPCM,
     ContentPart,
     ConversationItem,
     ConversationItemAdded,
@@ -43,6 +43,7 @@ from appliance.protocol.realtime_conversation import (
     OutputTokenDetails,
     RealtimeResponse,
     ResponseAudio,
+    ResponseAudioOutput,
     ResponseContentPartAdded,
     ResponseContentPartDone,
     ResponseCreated,
@@ -57,9 +58,9 @@ from appliance.protocol.realtime_conversation import (
     ResponseOutputItemDone,
     ResponseOutputTextDelta,
     ResponseOutputTextDone,
+    ResponseStatusDetails,
+    ResponseStatusError,
     ResponseUsage,
-    StatusDetails,
-    new_id,
 )
 from appliance.protocol.speech import SpeechRequest
 from appliance.service import tts
@@ -117,11 +118,11 @@ class TalkResponse:
         self._usage: UsagePiece | None = None
         self._frames = 0
 
-    def resource(self, status: str, details: StatusDetails | None = None) -> RealtimeResponse:
+    def resource(self, status: str, details: ResponseStatusDetails | None = None) -> RealtimeResponse:
         settings = self.plan.settings
         audio = None
         if self.voice is not None:
-            audio = ResponseAudio(output=AudioOutput(format=AudioOutputFormat(rate=OUTPUT_RATE), voice=self.voice.name))
+            audio = ResponseAudio(output=ResponseAudioOutput(format=AudioPCM(), voice=self.voice.name))
         return RealtimeResponse(
             id=self.id,
             status=status,
@@ -141,14 +142,14 @@ class TalkResponse:
             await self.send(ResponseCreated(response=self.resource("in_progress")))
             await self._answer()
             if self._finish == "length":
-                status, details = "incomplete", StatusDetails(type="incomplete", reason="max_output_tokens")
+                status, details = "incomplete", ResponseStatusDetails(type="incomplete", reason="max_output_tokens")
         except asyncio.CancelledError:
             if self.cancel_reason is None:
                 raise  # the session is closing: nobody to tell
-            status, details = "cancelled", StatusDetails(type="cancelled", reason=self.cancel_reason)
+            status, details = "cancelled", ResponseStatusDetails(type="cancelled", reason=self.cancel_reason)
         except ApplianceError as exc:
-            error = {"type": exc.type, "code": exc.code, "message": exc.message}
-            status, details = "failed", StatusDetails(type="failed", error=error)
+            error = ResponseStatusError(type=exc.type, code=exc.code, message=exc.message)
+            status, details = "failed", ResponseStatusDetails(type="failed", error=error)
         finally:
             self.call.stream.cancel()  # a no-op once finished
         await self._close_message("completed" if status == "completed" else "incomplete")

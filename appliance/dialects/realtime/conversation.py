@@ -21,11 +21,11 @@ from msgspec import Struct
 
 from appliance.dialects.realtime.answer import Send, Spoken, TalkResponse, Voice
 from appliance.dialects.realtime.items import ConversationItems
-from appliance.dialects.realtime.plan import TalkPlan, TalkSettings, modalities, plan_talk
+from appliance.dialects.realtime.plan import TalkPlan, TalkSettings, plan_talk
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
-from appliance.protocol.realtime_conversation import (
+from appliance.protocol.realtime import (
     ContentPart,
     ConversationItem,
     ConversationItemAdded,
@@ -33,10 +33,13 @@ from appliance.protocol.realtime_conversation import (
     ConversationItemDelete,
     ConversationItemDeleted,
     ConversationItemDone,
+    ConversationItemRetrieve,
+    ConversationItemRetrieved,
     ConversationItemTruncate,
     ConversationItemTruncated,
     ErrorEvent,
     MessageItem,
+    OutputAudioBufferClear,
     RealtimeError,
     ResponseCancel,
     ResponseCreate,
@@ -49,7 +52,9 @@ __all__ = ["Conversation", "error_event"]
 CLIENT_EVENTS = (
     ConversationItemCreate,
     ConversationItemDelete,
+    ConversationItemRetrieve,
     ConversationItemTruncate,
+    OutputAudioBufferClear,
     ResponseCreate,
     ResponseCancel,
 )
@@ -92,7 +97,8 @@ class Conversation:
     def checked(self, settings: TalkSettings, param: str = "session") -> TalkSettings:
         """`settings` as this conversation can answer them: 400 for audio with no voice graph or a
         voice the graph does not have."""
-        modalities(list(settings.output_modalities), f"{param}.output_modalities")
+        if settings.output_modalities is None:
+            settings = replace(settings, output_modalities=self.default_modalities())
         voices = self.voice_engine
         if "audio" not in settings.output_modalities:
             return settings
@@ -125,8 +131,17 @@ class Conversation:
             await self.add(event.item, event.previous_item_id)
         elif isinstance(event, ConversationItemDelete):
             await self.delete(event.item_id)
+        elif isinstance(event, ConversationItemRetrieve):
+            await self.send(ConversationItemRetrieved(item=self.items.get(event.item_id)))
         elif isinstance(event, ConversationItemTruncate):
             await self.truncate(event)
+        elif isinstance(event, OutputAudioBufferClear):
+            raise InvalidRequest(
+                "output_audio_buffer.clear is for WebRTC connections, whose server plays the audio; on a "
+                "websocket the client plays it: send response.cancel and conversation.item.truncate.",
+                param="type",
+                code="unsupported_event",
+            )
         elif isinstance(event, ResponseCreate):
             self.create_response(event.response, event.event_id)
         elif isinstance(event, ResponseCancel):

@@ -14,6 +14,7 @@ item it came from, so an error the chat plan raises names the item (`item[<id>].
 from __future__ import annotations
 
 import re
+import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -27,15 +28,9 @@ from appliance.protocol.openai import (
     ToolMessage,
     UserMessage,
 )
-from appliance.protocol.realtime_conversation import (
-    ContentPart,
-    ConversationItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    new_id,
-)
+from appliance.protocol.realtime import ContentPart, ConversationItem, FunctionCallItem, FunctionCallOutputItem
 
-__all__ = ["MAX_ITEMS", "ChatMessages", "ConversationItems"]
+__all__ = ["MAX_ITEMS", "ChatMessages", "ConversationItems", "new_id"]
 
 MAX_ITEMS = 256
 """Items one conversation keeps; older ones are dropped (their text would pass the context)."""
@@ -48,6 +43,11 @@ _PART_TYPES = {
     "user": ("input_text", "input_audio"),
     "assistant": ("output_text", "output_audio", "text", "audio"),
 }
+
+
+def new_id(prefix: str) -> str:
+    """An id in OpenAI's style: `item_...`, `resp_...`."""
+    return f"{prefix}_{secrets.token_hex(10)}"
 
 
 def part_text(part: ContentPart) -> str:

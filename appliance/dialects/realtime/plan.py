@@ -1,7 +1,7 @@
 """A Realtime response as one chat completion request.
 
-The session's settings (`TalkSettings`: instructions, tools, tool_choice, temperature,
-max_output_tokens, output modalities, voice), overridden for one response by `response.create`'s
+The session's settings (`TalkSettings`: instructions, tools, tool_choice, max_output_tokens, output
+modalities, voice), overridden for one response by `response.create`'s
 `response` object, and the conversation's items (`items.ConversationItems`) make the chat request
 that answers; the route submits it as every dialect does (`service.chat.open_chat`), so message
 limits, the tool plan, grammars, sampling, admission and cancellation are chat's, and an error the
@@ -10,6 +10,7 @@ chat plan raises names the Realtime field it came from (`TalkPlan.field_name`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -20,18 +21,23 @@ from appliance.protocol.openai import (
     FunctionDefinition,
     NamedToolChoice,
     Tool,
+    ToolChoiceFunction,
 )
-from appliance.protocol.openai import ToolChoiceFunction as ChatToolChoiceFunction
-from appliance.protocol.realtime_conversation import (
-    RealtimeFunctionTool,
+from appliance.protocol.realtime import (
+    UNSET,
+    AudioPCM,
+    FunctionTool,
+    FunctionToolChoice,
+    RealtimeAudio,
+    RealtimeSession,
     ResponseCreateParams,
     ToolChoice,
-    ToolChoiceFunction,
 )
 
 __all__ = ["TalkPlan", "TalkSettings", "plan_talk"]
 
 Modality = Literal["text", "audio"]
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -40,38 +46,66 @@ class TalkSettings:
 
     model: str
     instructions: str | None = None
-    tools: tuple[RealtimeFunctionTool, ...] = ()
+    tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = "auto"
-    temperature: float | None = None
     max_output_tokens: int | Literal["inf"] = "inf"
-    output_modalities: tuple[Modality, ...] = ("audio",)
+    output_modalities: tuple[Modality, ...] | None = None
+    """None: audio when the chat graph names a voice, else text (`Conversation.checked`)."""
     voice: str | None = None
     """One of the voice graph's voices (None: its default)."""
     speed: float = 1.0
 
-    def overridden(self, params: ResponseCreateParams | None) -> TalkSettings:
-        """These settings with one response's overrides (`response.create`'s `response`)."""
-        if params is None:
+    @classmethod
+    def of(cls, model: str, config: RealtimeSession) -> TalkSettings:
+        """The settings a session's configuration (every field `session.update` set) gives."""
+        return cls(model=model).overridden(config, "session")
+
+    def overridden(self, given: ResponseCreateParams | RealtimeSession | None, where: str = "response") -> TalkSettings:
+        """These settings with the fields `given` sets (`response.create`'s `response`: one
+        response's overrides; a session's configuration); 400 naming a field not served."""
+        if given is None:
             return self
-        _refuse_unsupported(params)
+        if isinstance(given, ResponseCreateParams):
+            _refuse_unsupported(given)
         changes: dict[str, object] = {}
-        for name in ("instructions", "tool_choice", "temperature", "max_output_tokens"):
-            value = getattr(params, name)
-            if value is not None:
+        for name in ("instructions", "tool_choice", "max_output_tokens"):
+            value = getattr(given, name)
+            if value is not UNSET:
                 changes[name] = value
-        if params.tools is not None:
-            changes["tools"] = tuple(params.tools)
-        if params.output_modalities is not None:
-            changes["output_modalities"] = modalities(params.output_modalities, "response.output_modalities")
-        voice = ((params.audio or {}).get("output") or {}).get("voice")
-        if isinstance(voice, str):
-            changes["voice"] = voice
+        if given.tools is not UNSET:
+            changes["tools"] = tuple(_checked_tools(given.tools, f"{where}.tools"))
+        if given.output_modalities is not UNSET:
+            changes["output_modalities"] = modalities(given.output_modalities, f"{where}.output_modalities")
+        changes.update(_audio_output(given.audio, where))
         return replace(self, **changes)
 
 
-def modalities(value: list[Modality], param: str) -> tuple[Modality, ...]:
+def _audio_output(audio: RealtimeAudio | object, where: str) -> dict[str, object]:
+    output = UNSET if audio is UNSET else audio.output
+    if output is UNSET:
+        return {}
+    if output.format is not UNSET and not isinstance(output.format, AudioPCM):
+        raise unsupported("Answers are spoken as audio/pcm (16-bit, 24 kHz) only.", f"{where}.audio.output.format.type")
+    changes: dict[str, object] = {}
+    if output.voice is not UNSET:
+        changes["voice"] = output.voice
+    if output.speed is not UNSET:
+        changes["speed"] = output.speed
+    return changes
+
+
+def _checked_tools(tools: list[FunctionTool], param: str) -> list[FunctionTool]:
+    for index, tool in enumerate(tools):
+        if tool.name is None or not _FUNCTION_NAME.match(tool.name):
+            raise InvalidRequest(
+                "A function tool needs a name of 1 to 64 letters, digits, '_' or '-'.", param=f"{param}[{index}].name"
+            )
+    return tools
+
+
+def modalities(value: list[Modality] | tuple[Modality, ...], param: str) -> tuple[Modality, ...]:
     """`["text"]` or `["audio"]` (audio comes with its transcript), as OpenAI takes them."""
-    if value not in (["text"], ["audio"]):
+    if list(value) not in (["text"], ["audio"]):
         raise InvalidRequest(
             'output_modalities is ["text"] or ["audio"] (audio always comes with its transcript).', param=param
         )
@@ -79,12 +113,12 @@ def modalities(value: list[Modality], param: str) -> tuple[Modality, ...]:
 
 
 def _refuse_unsupported(params: ResponseCreateParams) -> None:
-    if params.conversation not in (None, "auto"):
+    if params.conversation not in (UNSET, "auto"):
         raise unsupported(
             "Only responses that join the session's conversation are served (conversation: 'auto').",
             "response.conversation",
         )
-    if params.input is not None:
+    if params.input is not UNSET:
         raise unsupported(
             "A response answers the session's conversation here; `input` (out-of-band context) is not supported.",
             "response.input",
@@ -110,8 +144,8 @@ def _tools(settings: TalkSettings) -> tuple[list[Tool] | None, object]:
         for tool in settings.tools
     ]
     choice = settings.tool_choice
-    if isinstance(choice, ToolChoiceFunction):
-        return tools or None, NamedToolChoice(function=ChatToolChoiceFunction(name=choice.name))
+    if isinstance(choice, FunctionToolChoice):
+        return tools or None, NamedToolChoice(function=ToolChoiceFunction(name=choice.name))
     return tools or None, choice if tools or choice != "auto" else None
 
 
@@ -133,7 +167,6 @@ def plan_talk(settings: TalkSettings, items: ConversationItems) -> TalkPlan:
         tools=tools,
         tool_choice=tool_choice,
         parallel_tool_calls=False,
-        temperature=settings.temperature,
         stream=True,
     )
     return TalkPlan(chat=chat, settings=settings, messages=messages)
