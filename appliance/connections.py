@@ -209,6 +209,15 @@ class _GuardedH11Protocol(H11Protocol):
         self._phase = None
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The socket now belongs to the websocket protocol (its own ping timeout and the session's
+        # idle timeout bound it): a header or body deadline armed for the upgrade request would
+        # otherwise close a live session `body_timeout` after it opened.
+        self._cancel_deadline()
+        self._cancel_write_check()
+        self._phase = None
+        super().handle_websocket_upgrade(event)
+
     def data_received(self, data: bytes) -> None:
         if self._phase is None and (self.cycle is None or self.cycle.response_complete):
             self._expect_headers()  # the next request on a kept-alive connection begins

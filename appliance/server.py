@@ -15,6 +15,7 @@ from appliance.api import playground
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
+from appliance.api.socket_edge import SocketLimits
 from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
 from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.cpu_features import isa
@@ -169,6 +170,8 @@ def serve(settings: Settings) -> int:
             ).within_fd_limit()
         ),
         backlog=ACCEPT_BACKLOG,
+        # A websocket message over the gate's cap is refused by the protocol before it is buffered.
+        ws_max_size=SocketLimits().max_message_bytes,
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier(), models=registry, shutdown_delay=settings.shutdown_delay_seconds)
