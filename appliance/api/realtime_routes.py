@@ -31,8 +31,10 @@ from appliance.api.handling import record_request
 from appliance.api.profiles import DialectProfile
 from appliance.api.socket_edge import POLICY_VIOLATION, refuse_socket
 from appliance.dialects.realtime.session import Conversation, RealtimeLimits, RealtimeSession
+from appliance.dialects.realtime.talk import TalkSession
 from appliance.engine.host.client import EngineClient
 from appliance.errors import ApplianceError, InvalidRequest
+from appliance.media import ImageLoader
 from appliance.protocol import realtime as rt
 from appliance.runtime.registry import ModelRegistry
 
@@ -46,9 +48,10 @@ SUBPROTOCOL = "realtime"
 ConversationFactory = Callable[[RealtimeSession], Conversation]
 
 
-def conversation_factory(engine: EngineClient, models: ModelRegistry) -> ConversationFactory | None:
-    """What answers in a `realtime` session on the chat model `engine` (None: no answers yet)."""
-    return None
+def conversation_factory(engine: EngineClient, media: ImageLoader) -> ConversationFactory:
+    """What answers in a `realtime` session on the chat model `engine`: its conversation
+    (`dialects/realtime/talk.py`), spoken by the graph's `voice_model`."""
+    return lambda session: TalkSession(session, engine, media)
 
 
 class _Header(msgspec.Struct):
@@ -61,7 +64,7 @@ class _Header(msgspec.Struct):
 _header = msgspec.json.Decoder(_Header)
 
 
-def _session(socket: WebSocket, models: ModelRegistry, limits: RealtimeLimits) -> RealtimeSession:
+def _session(socket: WebSocket, models: ModelRegistry, limits: RealtimeLimits, media: ImageLoader) -> RealtimeSession:
     """The session the connection asks for; ApplianceError before the handshake is accepted."""
     name = socket.query_params.get("model")
     if not name:
@@ -82,15 +85,15 @@ def _session(socket: WebSocket, models: ModelRegistry, limits: RealtimeLimits) -
             raise InvalidRequest(f"Model '{name}' names no speech_model to transcribe with.", param="model")
         return RealtimeSession(kind="transcription", model=name, hearing=hearing, limits=limits)
     return RealtimeSession(
-        kind="realtime", model=name, hearing=hearing, limits=limits, conversation=conversation_factory(engine, models)
+        kind="realtime", model=name, hearing=hearing, limits=limits, conversation=conversation_factory(engine, media)
     )
 
 
 @websocket(["/v1/realtime", "/v3/realtime"])
-async def realtime(socket: WebSocket, models: ModelRegistry) -> None:
+async def realtime(socket: WebSocket, models: ModelRegistry, media: ImageLoader) -> None:
     limits = RealtimeLimits()
     try:
-        session = _session(socket, models, limits)
+        session = _session(socket, models, limits, media)
     except ApplianceError as error:
         body = msgspec.json.encode(error.to_dict())
         await refuse_socket(socket.send, socket.scope, error.status, body, [])
