@@ -45,6 +45,8 @@ def server(
             'name = "demo-smol"\n', 'name = "demo-smol"\nspeech_model = "demo-whisper"\nvoice_model = "demo-voice"\n'
         )
     )
+    # Greedy answers: SmolLM2-135M sampled at temperature 1 strings made-up words together.
+    smol.write_text(smol.read_text() + "\n[defaults]\ntemperature = 0.0\n")
     with running_server(graphs, directory / "server.log") as running:
         yield running
 
@@ -101,7 +103,9 @@ def _of(events: list, kind: str) -> list:
 
 def _heard(server: RunningServer, audio: bytes) -> str:
     client = server.client(timeout=120)
-    return client.audio.transcriptions.create(model="demo-whisper", file=("answer.wav", _wav(audio)), response_format="text")
+    return client.audio.transcriptions.create(
+        model="demo-whisper", file=("answer.wav", _wav(audio)), response_format="text"
+    )
 
 
 def test_a_turn_is_answered_in_speech_that_whisper_hears_as_its_transcript(server: RunningServer) -> None:

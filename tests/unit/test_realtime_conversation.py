@@ -188,6 +188,7 @@ def test_sentences_are_cut_as_the_text_streams() -> None:
     assert out == ["Hello there.", "How are you?"]
     assert sentences.finish() == ["Fine..."]
     assert Sentences().feed("word " * 100)[0].count("word") < 60
+    assert Sentences().feed("1. one\n2. two\n") == ["1. one", "2. two"]
     assert len(pcm16(np.zeros(16_000, np.float32), 16_000)) == 2 * 24_000
 
 

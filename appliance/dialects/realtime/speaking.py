@@ -1,7 +1,7 @@
 """An answer's text made into the Realtime API's audio as it is written: sentence by sentence.
 
-`Sentences` cuts the model's text, as it streams, at the end of each sentence (or, in a run with
-no stop, at a word break past `MAX_SENTENCE_CHARS`), so the voice graph can speak the first
+`Sentences` cuts the model's text, as it streams, at the end of each sentence or line (or, in a
+run with no stop, at a word break past `MAX_SENTENCE_CHARS`), so the voice graph can speak the first
 sentence while the model writes the next. `pcm16` turns a voice's float samples into what the
 Realtime API sends: little-endian 16-bit mono at the session's output rate (24 kHz, the only rate
 its `audio/pcm` format names; hibari voices speak at it, other voices are resampled).
@@ -18,7 +18,8 @@ __all__ = ["MAX_SENTENCE_CHARS", "OUTPUT_RATE", "Sentences", "pcm16"]
 OUTPUT_RATE = 24_000
 MAX_SENTENCE_CHARS = 240
 """A run of text with no sentence end is spoken in pieces of about this many characters."""
-_SENTENCE_END = re.compile(r"[.!?;:\n]+[\"')\]]*\s")
+_SENTENCE_END = re.compile(r"(?<!\b\d)[.!?;:]+[\"')\]]*\s|\n")
+"""A stop and a space (not a list's "1. "), or a line break."""
 
 
 class Sentences:
