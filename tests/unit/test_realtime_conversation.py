@@ -178,6 +178,9 @@ def test_items_are_bounded_oldest_first() -> None:
     dropped = [items.add(_user(str(n)))[1] for n in range(5)]
     assert [len(d) for d in dropped] == [0, 0, 0, 1, 1] and len(items) == 3
     assert [m.content for m in items.chat_messages(None).messages] == ["2", "3", "4"]
+    by_size = ConversationItems(max_chars=100)
+    dropped = [by_size.add(_user("x" * 40))[1] for _ in range(4)]
+    assert [len(d) for d in dropped] == [0, 0, 1, 1] and len(by_size) == 2
 
 
 def test_sentences_are_cut_as_the_text_streams() -> None:

@@ -145,7 +145,8 @@ class Conversation:
         elif isinstance(event, ResponseCreate):
             self.create_response(event.response, event.event_id)
         elif isinstance(event, ResponseCancel):
-            if self.response is None or event.response_id not in (None, self.response.id):
+            current = self.response.id if self.response is not None else None
+            if self._task is None or event.response_id not in (None, current):
                 raise InvalidRequest(
                     "There is no response in progress to cancel"
                     + (f" with id '{event.response_id}'." if event.response_id else "."),

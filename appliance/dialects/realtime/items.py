@@ -4,8 +4,9 @@ Items arrive from the client (`conversation.item.create`: messages, the outputs 
 calls), from the session (a committed user turn: its audio's transcript) and from responses
 (assistant messages, function calls). The model reads text: a user's `input_audio` part is its
 `transcript`, an assistant's `output_audio` part its transcript (cut to what was heard when the
-item was truncated). At most `MAX_ITEMS` are kept: the oldest are dropped (and the client told,
-`conversation.item.deleted`) as OpenAI's `truncation: "auto"` drops them when the context fills.
+item was truncated). At most `MAX_ITEMS` holding `MAX_CONVERSATION_CHARS` are kept: the oldest are
+dropped (and the client told, `conversation.item.deleted`) as OpenAI's `truncation: "auto"` drops
+them when the context fills.
 
 `chat_messages` turns the items into the chat request's messages, each message remembering the
 item it came from, so an error the chat plan raises names the item (`item[<id>].content`).
@@ -36,6 +37,9 @@ MAX_ITEMS = 256
 """Items one conversation keeps; older ones are dropped (their text would pass the context)."""
 MAX_ITEM_CHARS = 64_000
 """Text one item may hold; the chat plan's `max_prompt_chars` bounds the whole prompt."""
+MAX_CONVERSATION_CHARS = 400_000
+"""Text the items hold together (about 100k tokens, past any context served here); older items
+are dropped first beyond it, as beyond `MAX_ITEMS`."""
 _MESSAGE_PATH = re.compile(r"^messages\[(\d+)\]")
 
 _PART_TYPES = {
@@ -80,9 +84,10 @@ class ChatMessages:
 class ConversationItems:
     """The items of one conversation, in order, each under its id."""
 
-    def __init__(self, limit: int = MAX_ITEMS) -> None:
+    def __init__(self, limit: int = MAX_ITEMS, max_chars: int = MAX_CONVERSATION_CHARS) -> None:
         self._items: OrderedDict[str, ConversationItem] = OrderedDict()
         self._limit = limit
+        self._max_chars = max_chars
 
     def __len__(self) -> int:
         return len(self._items)
@@ -128,8 +133,11 @@ class ConversationItems:
         for later in ids[place:]:
             self._items.move_to_end(later)
         dropped = []
-        while len(self._items) > self._limit:
-            dropped.append(self._items.popitem(last=False)[0])
+        chars = sum(item_chars(kept) for kept in self._items.values())
+        while len(self._items) > self._limit or (chars > self._max_chars and len(self._items) > 1):
+            oldest, gone = self._items.popitem(last=False)
+            chars -= item_chars(gone)
+            dropped.append(oldest)
         return before, dropped
 
     def delete(self, item_id: str) -> None:
@@ -169,6 +177,15 @@ class ConversationItems:
         return {item.call_id or item_id for item_id, item in self._items.items() if isinstance(item, FunctionCallItem)}
 
 
+def item_chars(item: ConversationItem) -> int:
+    """The characters of text an item holds."""
+    if isinstance(item, FunctionCallOutputItem):
+        return len(item.output)
+    if isinstance(item, FunctionCallItem):
+        return len(item.arguments) + len(item.name)
+    return sum(len(part_text(part)) for part in item.content)
+
+
 def check_item(item: ConversationItem, items: ConversationItems) -> None:
     """400 for an item the conversation cannot hold, naming its field."""
     if isinstance(item, FunctionCallOutputItem):
@@ -178,10 +195,10 @@ def check_item(item: ConversationItem, items: ConversationItems) -> None:
                 "conversation has.",
                 param="item.call_id",
             )
-        _check_size(len(item.output), "item.output")
+        _check_size(item_chars(item), "item.output")
         return
     if isinstance(item, FunctionCallItem):
-        _check_size(len(item.arguments), "item.arguments")
+        _check_size(item_chars(item), "item.arguments")
         return
     allowed = _PART_TYPES[item.role]
     for index, part in enumerate(item.content):
@@ -197,7 +214,7 @@ def check_item(item: ConversationItem, items: ConversationItems) -> None:
                 param=f"item.content[{index}].transcript",
                 code="unsupported_content",
             )
-    _check_size(sum(len(part_text(part)) for part in item.content), "item.content")
+    _check_size(item_chars(item), "item.content")
 
 
 def _check_size(chars: int, param: str) -> None:
