@@ -99,6 +99,13 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
     parser.add_argument(
         "--goodput-tpot", type=_MS, default=100.0, metavar="MS", help="goodput's TPOT target (default 100 ms)"
     )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="a chat graph naming a speech_model and a voice_model: a spoken turn's latencies over /v1/realtime "
+        "(end of speech to the transcript, the first answer text and audio), --requests turns (default 5), "
+        "--audio the recording",
+    )
     speech = parser.add_argument_group("speech: a speech-to-text graph (POST /v1/audio/transcriptions)")
     speech.add_argument(
         "--audio",
@@ -179,6 +186,10 @@ def run(args: argparse.Namespace) -> int:
     from appliance.tools.bench.runner import BenchOptions, run_bench
 
     task = load_graph(args.graph).task
+    if args.realtime:
+        from appliance.tools.bench.realtime import run_realtime
+
+        return run_realtime(args)
     speech_flags = [flag for flag, value in _speech_flags(args).items() if value is not None]
     if task == "transcribe":
         from appliance.tools.bench.speech_command import run_speech

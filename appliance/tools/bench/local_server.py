@@ -1,4 +1,5 @@
-"""A private `appliance serve` for one graph, for the length of a benchmark (started by `launch`).
+"""A private `appliance serve` for one graph (and the graphs it names, `companions`), for the length
+of a benchmark (started by `launch`).
 
 The server gets a private graphs directory holding a copy of the graph file (paths made absolute,
 so the copy points at the same model) and an empty settings file, so neither the machine's
@@ -28,9 +29,11 @@ class LocalServer:
     """`with LocalServer(graph) as url:` serves the graph at `url` and stops it (SIGTERM) on exit;
     `prefix_caching` True or False overrides the graph's `[scheduler] enable_prefix_caching`."""
 
-    def __init__(self, graph: Graph, *, prefix_caching: bool | None = None) -> None:
+    def __init__(self, graph: Graph, *, prefix_caching: bool | None = None, companions: tuple[Path, ...] = ()) -> None:
         self.graph = graph
         self.prefix_caching = prefix_caching
+        self.companions = companions
+        """Other graph files served beside it (a chat graph's speech and voice models)."""
         self._tmp = tempfile.TemporaryDirectory(prefix="appliance-bench-")
         self._server: ServerProcess | None = None
         self.log_path = Path(self._tmp.name) / "server.log"
@@ -44,6 +47,8 @@ class LocalServer:
         if self.prefix_caching is not None:
             text = with_prefix_caching(text, self.prefix_caching, source)
         (graphs / source.name).write_text(text, encoding="utf-8")
+        for companion in self.companions:
+            (graphs / companion.name).write_text(_absolute_paths(companion), encoding="utf-8")
         settings = root / "settings.toml"
         settings.write_text("", encoding="utf-8")
         env = {key: value for key, value in os.environ.items() if not key.startswith("APPLIANCE_")}

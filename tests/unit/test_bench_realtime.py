@@ -1,0 +1,46 @@
+"""`appliance bench --realtime` without a server: the report's arithmetic, the companion graphs
+found beside the chat graph, the input audio's format, and the graphs it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from appliance.cli import main
+from appliance.tools.bench.realtime import TurnTimes, companion_graphs, pcm16_at_24k, report
+
+
+def test_the_report_gives_each_stage_from_the_end_of_speech() -> None:
+    turns = [
+        TurnTimes({"transcript": 0.9, "first_text": 1.0, "first_audio": 1.5, "done": 2.0}, "hi", "hello"),
+        TurnTimes({"transcript": 1.1, "first_text": 1.2, "first_audio": 1.7, "done": 2.4}, "hi", "hello"),
+        TurnTimes({"transcript": 1.0, "first_text": 1.1, "first_audio": 1.6, "done": 2.2}, "hi", "hello"),
+    ]
+    table, summary = report(turns, "header")
+    assert summary["stages"]["first_audio"] == pytest.approx({"median_ms": 1600, "min_ms": 1500, "max_ms": 1700})
+    assert "| first text | 1100 | 1000 | 1200 |" in table and table.startswith("header")
+
+
+def test_the_speech_and_voice_graphs_are_found_beside_the_chat_graph(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.toml"
+    chat.write_text('name = "chat"\nspeech_model = "ears"\nvoice_model = "mouth"\n')
+    (tmp_path / "whisper.toml").write_text('name = "whisper"\naliases = ["ears"]\n')
+    (tmp_path / "voice.toml").write_text('name = "mouth"\n')
+    assert companion_graphs(chat, ["ears", "mouth"]) == [tmp_path / "whisper.toml", tmp_path / "voice.toml"]
+    with pytest.raises(ValueError, match="nose"):
+        companion_graphs(chat, ["nose"])
+
+
+def test_the_input_is_pcm16_at_24k() -> None:
+    pcm = pcm16_at_24k(np.full(16_000, 0.5, np.float32), 16_000)
+    assert len(pcm) == 2 * 24_000 and np.frombuffer(pcm, "<i2")[100] == 16383
+
+
+def test_a_graph_that_cannot_talk_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "model").mkdir()
+    graph = tmp_path / "chat.toml"
+    graph.write_text('name = "chat"\nmodel_path = "model"\n')
+    assert main(["bench", "--graph", str(graph), "--realtime"]) == 2
+    assert "speech_model and a voice_model" in capsys.readouterr().err
