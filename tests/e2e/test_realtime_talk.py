@@ -19,6 +19,7 @@ import numpy as np
 import openai
 import pytest
 
+from appliance.dialects.realtime.speaking import pcm16
 from appliance.tools.bench.recording import word_error_rate
 from tests.conftest import RunningServer, copy_demo_graphs, running_server
 
@@ -69,10 +70,8 @@ def _speech_pcm24() -> bytes:
     """espeak-ng's "The capital of France is Paris." as pcm16 at 24 kHz (the API's input format)."""
     with wave.open(str(SPEECH)) as reader:
         rate = reader.getframerate()
-        samples = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.float32)
-    count = round(len(samples) * 24_000 / rate)
-    resampled = np.interp(np.arange(count) * rate / 24_000, np.arange(len(samples)), samples)
-    return resampled.astype("<i2").tobytes()
+        samples = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.float32) / 32768
+    return pcm16(samples, rate)
 
 
 async def _stream_audio(connection, pcm: bytes, silence_seconds: float = 1.5) -> None:

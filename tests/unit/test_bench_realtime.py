@@ -1,15 +1,14 @@
 """`appliance bench --realtime` without a server: the report's arithmetic, the companion graphs
-found beside the chat graph, the input audio's format, and the graphs it refuses."""
+found beside the chat graph, and the graphs it refuses."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from appliance.cli import main
-from appliance.tools.bench.realtime import TurnTimes, companion_graphs, pcm16_at_24k, report
+from appliance.tools.bench.realtime import TurnTimes, companion_graphs, report
 
 
 def test_the_report_gives_each_stage_from_the_end_of_speech() -> None:
@@ -31,11 +30,6 @@ def test_the_speech_and_voice_graphs_are_found_beside_the_chat_graph(tmp_path: P
     assert companion_graphs(chat, ["ears", "mouth"]) == [tmp_path / "whisper.toml", tmp_path / "voice.toml"]
     with pytest.raises(ValueError, match="nose"):
         companion_graphs(chat, ["nose"])
-
-
-def test_the_input_is_pcm16_at_24k() -> None:
-    pcm = pcm16_at_24k(np.full(16_000, 0.5, np.float32), 16_000)
-    assert len(pcm) == 2 * 24_000 and np.frombuffer(pcm, "<i2")[100] == 16383
 
 
 def test_a_graph_that_cannot_talk_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from appliance.dialects.realtime.conversation import Conversation, error_event
+from appliance.dialects.realtime.conversation import Conversation
 from appliance.dialects.realtime.plan import TalkSettings
 from appliance.dialects.realtime.session import RealtimeSession, Turn
 from appliance.engine import EngineClient
@@ -56,7 +56,7 @@ class TalkSession:
             self._refresh()
             await self.conversation.user_turn(turn.item_id, turn.transcript, respond=respond)
         except ApplianceError as exc:  # the session goes on; the client learns why no answer came
-            self.session.send(error_event(exc, None))
+            self.session.refuse(exc, "response.create", None)
 
     async def close(self) -> None:
         await self.conversation.close()

@@ -29,8 +29,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["TurnTimes", "companion_graphs", "measure_turns", "report", "run_realtime"]
 
 CHUNK_SECONDS = 0.1
@@ -52,13 +50,6 @@ class TurnTimes:
     seconds: dict[str, float] = field(default_factory=dict)
     heard: str = ""
     said: str = ""
-
-
-def pcm16_at_24k(samples: np.ndarray, rate: int) -> bytes:
-    """Float samples at `rate` as the Realtime API's input: pcm16 mono at 24 kHz."""
-    count = round(len(samples) * 24_000 / rate)
-    resampled = np.interp(np.arange(count) * rate / 24_000, np.arange(len(samples)), samples)
-    return (np.clip(resampled, -1.0, 1.0) * 32767).astype("<i2").tobytes()
 
 
 async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeout: float) -> TurnTimes:
@@ -171,6 +162,7 @@ def run_realtime(args) -> int:
     import sys
     from contextlib import nullcontext
 
+    from appliance.dialects.realtime.speaking import pcm16
     from appliance.graphfiles import load_graph
     from appliance.tools.bench.local_server import LocalServer
     from appliance.tools.bench.machine import describe_machine, machine_line
@@ -181,7 +173,7 @@ def run_realtime(args) -> int:
         raise ValueError("--realtime: the graph must be a chat graph naming a speech_model and a voice_model")
     say = functools.partial(print, file=sys.stderr, flush=True)
     clip_path = args.audio or DEFAULT_CLIP
-    speech = pcm16_at_24k(load_clip(clip_path), SAMPLE_RATE)
+    speech = pcm16(load_clip(clip_path), SAMPLE_RATE)  # the Realtime API's input: pcm16 at 24 kHz
     rounds = args.requests or 5
     companions = () if args.url else tuple(companion_graphs(args.graph, [graph.speech_model, graph.voice_model]))
     try:
