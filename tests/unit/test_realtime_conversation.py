@@ -13,14 +13,17 @@ import msgspec
 import numpy as np
 import pytest
 
+from appliance.dialects.realtime import session as live
 from appliance.dialects.realtime.conversation import Conversation
 from appliance.dialects.realtime.items import ConversationItems
 from appliance.dialects.realtime.plan import TalkSettings, plan_talk
 from appliance.dialects.realtime.speaking import Sentences, pcm16
+from appliance.dialects.realtime.talk import TalkSession
 from appliance.engine.messages import SpeechAudio, Synthesized
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.graphfiles import Graph
 from appliance.media import ImageLoader
+from appliance.protocol import realtime as rt
 from appliance.protocol.openai import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from appliance.protocol.realtime import AudioOutput as OutputConfig
 from appliance.protocol.realtime import (
@@ -38,6 +41,7 @@ from appliance.protocol.realtime import (
     ResponseCreateParams,
 )
 from tests.fakes import FakeEngineClient, fake_graph
+from tests.unit.test_realtime_session import FakeHearing, append, pcm, settle
 
 ANSWER = "Hello there. How are you today? Fine."
 
@@ -358,3 +362,37 @@ async def test_audio_needs_a_voice_graph_and_one_of_its_voices() -> None:
             ResponseCreateParams(audio=RealtimeAudio(output=OutputConfig(voice="alloy"))), None
         )
     assert refused.value.param == "response.audio.output.voice"
+
+
+# -- the session's seam (`talk.TalkSession`) -----------------------------------------------
+
+
+@run
+async def test_a_spoken_turn_is_answered_and_speech_during_the_answer_cuts_it() -> None:
+    voice = FakeVoice()
+    voice.hold_speech = True
+    talker = _talker(voice)
+    talker.script = ANSWER
+    session = live.RealtimeSession(
+        kind="realtime",
+        model="talker",
+        hearing=FakeHearing(),
+        conversation=lambda session: TalkSession(session, talker, ImageLoader()),
+    )
+    session.start()
+    for event in append(pcm(0.5, False) + pcm(1.0, True) + pcm(1.0, False)):
+        await session.handle(event)
+    found = await settle(session, rt.ResponseOutputAudioDelta)
+    kinds = [type(event).__name__ for event in found]
+    assert kinds.index("TranscriptionCompleted") < kinds.index("ResponseCreated")
+    heard = found[kinds.index("TranscriptionCompleted")].transcript
+    user = session.conversation.conversation.items.chat_messages(None).messages[0]
+    assert user.content == heard  # the turn joined the conversation as its transcript
+    for event in append(pcm(1.0, True)):  # barge-in
+        await session.handle(event)
+    found = await settle(session, rt.ResponseDone)
+    done = [event for event in found if isinstance(event, rt.ResponseDone)][0].response
+    assert done.status == "cancelled" and done.status_details.reason == "turn_detected"
+    assert voice.stopped == 1  # the speech stopped in the engine (the fake wrote its text at once)
+    assert session.last_item_id == done.output[0].id
+    await session.close()
