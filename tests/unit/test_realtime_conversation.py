@@ -195,6 +195,7 @@ def test_sentences_are_cut_as_the_text_streams() -> None:
     assert out == ["Hello there.", "How are you?"]
     assert sentences.finish() == ["Fine..."]
     assert Sentences().feed("word " * 100)[0].count("word") < 60
+    assert max(map(len, Sentences().feed("word " * 100 + "end. "))) <= 240  # a long piece arriving at once
     assert Sentences().feed("1. one\n2. two\n") == ["1. one", "2. two"]
     assert len(pcm16(np.zeros(16_000, np.float32), 16_000)) == 2 * 24_000
 
@@ -207,7 +208,7 @@ async def test_a_text_response_sends_the_events_in_order() -> None:
     conversation, client = await _conversation()
     conversation.engine.script = ANSWER
     await conversation.handle(ConversationItemCreate(item=_user("hi")))
-    await conversation.handle(ResponseCreate())
+    await conversation.handle(ResponseCreate(response=ResponseCreateParams(metadata={"turn": "1"})))
     await _answered(conversation)
     types = client.types()
     assert types[:2] == ["conversation.item.added", "conversation.item.done"]
@@ -228,6 +229,7 @@ async def test_a_text_response_sends_the_events_in_order() -> None:
     assert "".join(e.delta for e in client.of("response.output_text.delta")) == ANSWER
     done = client.of("response.done")[0].response
     assert done.status == "completed" and done.output[0].content[0].text == ANSWER
+    assert done.metadata == {"turn": "1"}
     assert done.usage.output_tokens == done.usage.output_token_details.text_tokens > 0
     assert done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens
     # The answer joined the conversation: the next response reads it.

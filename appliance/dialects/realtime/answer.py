@@ -101,8 +101,12 @@ class Spoken:
 class TalkResponse:
     """A response being answered; `run` sends its events until `response.done`."""
 
-    def __init__(self, plan: TalkPlan, call: ChatCall, voice: Voice | None, send: Send) -> None:
+    def __init__(
+        self, plan: TalkPlan, call: ChatCall, voice: Voice | None, send: Send, metadata: dict[str, str] | None = None
+    ) -> None:
         self.plan = plan
+        self.metadata = metadata
+        """`response.create`'s, echoed (clients tell their responses apart by it)."""
         self.call = call
         self.voice = voice if "audio" in plan.settings.output_modalities else None
         self.send = send
@@ -133,6 +137,7 @@ class TalkResponse:
             conversation_id="conv_default",
             audio=audio,
             usage=self._usage_resource() if status != "in_progress" else None,
+            metadata=self.metadata,
         )
 
     async def run(self) -> None:

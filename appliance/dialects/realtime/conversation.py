@@ -26,6 +26,7 @@ from appliance.engine import EngineClient
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol.realtime import (
+    UNSET,
     ContentPart,
     ConversationItem,
     ConversationItemAdded,
@@ -242,9 +243,10 @@ class Conversation:
             )
         settings = self.checked(self.settings.overridden(params), "response")
         plan = plan_talk(settings, self.items)
-        self._task = asyncio.ensure_future(self._answer(plan, event_id))
+        metadata = None if params is None or params.metadata is UNSET else params.metadata
+        self._task = asyncio.ensure_future(self._answer(plan, event_id, metadata))
 
-    async def _answer(self, plan: TalkPlan, event_id: str | None) -> None:
+    async def _answer(self, plan: TalkPlan, event_id: str | None, metadata: dict[str, str] | None) -> None:
         response = None
         try:
             try:
@@ -255,7 +257,7 @@ class Conversation:
             voice = None
             if plan.settings.voice is not None and (engine := self.voice_engine) is not None:
                 voice = Voice(engine, plan.settings.voice, plan.settings.speed, self.media.encoding)
-            response = self.response = TalkResponse(plan, call, voice, self.send)
+            response = self.response = TalkResponse(plan, call, voice, self.send, metadata)
             response.on_item = self._added
             await response.run()
         finally:

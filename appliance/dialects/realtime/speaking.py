@@ -34,13 +34,12 @@ class Sentences:
         done = []
         while True:
             end = _SENTENCE_END.search(self._pending)
-            if end is None and len(self._pending) > MAX_SENTENCE_CHARS:
+            end_at = end.end() if end is not None else None
+            if end_at is None or end_at > MAX_SENTENCE_CHARS:
+                if len(self._pending) <= MAX_SENTENCE_CHARS:
+                    break
                 cut = self._pending.rfind(" ", 0, MAX_SENTENCE_CHARS)
                 end_at = cut if cut > 0 else MAX_SENTENCE_CHARS
-            elif end is not None:
-                end_at = end.end()
-            else:
-                break
             sentence, self._pending = self._pending[:end_at].strip(), self._pending[end_at:]
             if _speakable(sentence):
                 done.append(sentence)
