@@ -101,3 +101,26 @@ def test_samples_travel_in_a_raw_frame() -> None:
     assert isinstance(received, Transcribe) and received.options == command.options
     assert np.array_equal(np.frombuffer(received.samples, dtype="<f4"), samples)
     assert decoder.feed(encode_to_engine(Cancel(request_id=7))[0]) == Cancel(request_id=7)
+
+
+def test_a_chat_graph_names_a_speech_graph_to_hear_and_a_voice_graph_to_speak(tmp_path: Path) -> None:
+    from appliance.graphfiles import load_graphs
+
+    model = tmp_path / "whisper"
+    model.mkdir()
+    for name, content in WHISPER.items():
+        (model / name).write_text(json.dumps(content))
+    (tmp_path / "chat-model").mkdir()
+    (tmp_path / "chat-model" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "ears.toml").write_text('name = "ears"\nmodel_path = "whisper"\n')
+    chat = tmp_path / "chat.toml"
+    chat.write_text('name = "chat"\nmodel_path = "chat-model"\nspeech_model = "ears"\nvoice_model = "ears"\n')
+    with pytest.raises(
+        ConfigError, match="`voice_model` 'ears' is a SPEECH_TO_TEXT graph: name a TEXT_TO_SPEECH graph"
+    ):
+        load_graphs(tmp_path)
+    chat.write_text('name = "chat"\nmodel_path = "chat-model"\nvoice_model = "mouth"\n')
+    with pytest.raises(ConfigError, match="`voice_model` 'mouth' is not served here"):
+        load_graphs(tmp_path)
+    with pytest.raises(ConfigError, match="`voice_model` applies to generative graphs"):
+        load_graph(_graph(tmp_path, WHISPER, 'voice_model = "mouth"\n'))
