@@ -16,10 +16,17 @@ from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
 from appliance.api.socket_edge import SocketLimits
-from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
+from appliance.connections import (
+    ACCEPT_BACKLOG,
+    ConnectionLimits,
+    event_loop,
+    guarded_protocol,
+    websocket_protocol,
+)
 from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.realtime.session import RealtimeLimits
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
 from appliance.engine.host.devices import available_devices
@@ -138,6 +145,9 @@ def serve(settings: Settings) -> int:
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
         serve_playground=not settings.disable_playground,
         response_store=ResponseStore(max_responses=settings.max_stored_responses),
+        realtime=RealtimeLimits(
+            max_buffer_seconds=settings.realtime_buffer_seconds, idle_seconds=settings.realtime_idle_seconds
+        ),
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     # The page (static files only) loads without a key; it asks for one and sends it with its calls.
@@ -151,6 +161,9 @@ def serve(settings: Settings) -> int:
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_allowed_origins,
         route_labels=RouteLabels(app.routes),
+        socket_limits=SocketLimits(
+            max_open=settings.websocket_connections, max_open_per_key=settings.websocket_connections_per_key
+        ),
     )
     config = uvicorn.Config(
         gated,
@@ -172,6 +185,7 @@ def serve(settings: Settings) -> int:
         backlog=ACCEPT_BACKLOG,
         # A websocket message over the gate's cap is refused by the protocol before it is buffered.
         ws_max_size=SocketLimits().max_message_bytes,
+        ws=websocket_protocol,
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier(), models=registry, shutdown_delay=settings.shutdown_delay_seconds)

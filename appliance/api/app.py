@@ -30,6 +30,7 @@ from appliance.api import (
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.realtime.session import RealtimeLimits
 from appliance.dialects.responses.store import ResponseStore
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
@@ -55,13 +56,15 @@ def create_app(
     lmi: LmiOptions | None = None,
     response_store: ResponseStore | None = None,
     serve_playground: bool = True,
+    realtime: RealtimeLimits | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
     the stored responses of /v1/responses (default: an empty store with the default bounds).
-    `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
+    `serve_playground`: the chat page at /playground, a browser's visit to / sent to it.
+    `realtime`: the bounds of each Realtime API session (default: `RealtimeLimits()`)."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
@@ -116,6 +119,7 @@ def create_app(
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
             "audio": Provide(lambda: media.audio, sync_to_thread=False),
+            "realtime_limits": Provide(provide(realtime or RealtimeLimits()), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
             "response_store": Provide(
                 provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False

@@ -90,8 +90,10 @@ def _session(socket: WebSocket, models: ModelRegistry, limits: RealtimeLimits, m
 
 
 @websocket(["/v1/realtime", "/v3/realtime"])
-async def realtime(socket: WebSocket, models: ModelRegistry, media: ImageLoader) -> None:
-    limits = RealtimeLimits()
+async def realtime(
+    socket: WebSocket, models: ModelRegistry, realtime_limits: RealtimeLimits, media: ImageLoader
+) -> None:
+    limits = realtime_limits
     try:
         session = _session(socket, models, limits, media)
     except ApplianceError as error:
@@ -139,7 +141,9 @@ async def _serve(session: RealtimeSession, raw: bytes) -> None:
             header = _header.decode(raw)
         except (msgspec.DecodeError, RecursionError):
             header = _Header()
-        session.refuse(error, header.type if isinstance(header.type, str) else None, header.event_id)
+        # decode_body speaks of HTTP bodies; here each message is one event.
+        message = error.message.replace("The request body", "The event").replace("request body", "event")
+        session.refuse(InvalidRequest(message, param=error.param, code=error.code), header.type, header.event_id)
         return
     try:
         await session.handle(event)
