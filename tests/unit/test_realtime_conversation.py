@@ -125,6 +125,16 @@ async def _conversation(
     return Conversation(talker, settings, client.send, ImageLoader()), client
 
 
+async def _answering(*, hold: bool = False) -> tuple[FakeVoice, Conversation, Client]:
+    """A voice conversation answering a spoken turn with `ANSWER` (`hold`: its speech held mid-sentence)."""
+    voice = FakeVoice()
+    voice.hold_speech = hold
+    conversation, client = await _conversation("audio", voice)
+    conversation.engine.script = ANSWER
+    await conversation.user_turn("item_user1", "hi there", respond=True)
+    return voice, conversation, client
+
+
 async def _answered(conversation: Conversation) -> None:
     task = conversation._task
     assert task is not None
@@ -238,10 +248,7 @@ async def test_a_text_response_sends_the_events_in_order() -> None:
 
 @run
 async def test_an_audio_response_speaks_sentence_by_sentence() -> None:
-    voice = FakeVoice()
-    conversation, client = await _conversation("audio", voice)
-    conversation.engine.script = ANSWER
-    await conversation.user_turn("item_user1", "hi there", respond=True)
+    voice, conversation, client = await _answering()
     await _answered(conversation)
     assert voice.said == ["Hello there.", "How are you today?", "Fine."]
     audio = b"".join(base64.b64decode(e.delta) for e in client.of("response.output_audio.delta"))
@@ -304,11 +311,7 @@ async def test_a_response_refused_by_the_chat_plan_is_an_error_event() -> None:
 
 @run
 async def test_barge_in_cancels_the_answer_and_cuts_it_to_the_audio_sent() -> None:
-    voice = FakeVoice()
-    voice.hold_speech = True
-    conversation, client = await _conversation("audio", voice)
-    conversation.engine.script = ANSWER
-    await conversation.user_turn("item_user1", "hi there", respond=True)
+    voice, conversation, client = await _answering(hold=True)
     for _ in range(100):
         if client.of("response.output_audio.delta"):
             break
@@ -326,10 +329,7 @@ async def test_barge_in_cancels_the_answer_and_cuts_it_to_the_audio_sent() -> No
 
 @run
 async def test_truncate_cuts_the_transcript_to_what_was_played() -> None:
-    voice = FakeVoice()
-    conversation, client = await _conversation("audio", voice)
-    conversation.engine.script = ANSWER
-    await conversation.user_turn("item_user1", "hi there", respond=True)
+    voice, conversation, client = await _answering()
     await _answered(conversation)
     item_id = client.of("response.done")[0].response.output[0].id
     with pytest.raises(InvalidRequest) as refused:
@@ -342,11 +342,7 @@ async def test_truncate_cuts_the_transcript_to_what_was_played() -> None:
 
 @run
 async def test_a_session_that_ends_cancels_its_engine_work() -> None:
-    voice = FakeVoice()
-    voice.hold_speech = True
-    conversation, client = await _conversation("audio", voice)
-    conversation.engine.script = ANSWER
-    await conversation.user_turn("item_user1", "hi", respond=True)
+    voice, conversation, client = await _answering(hold=True)
     await asyncio.sleep(0.05)
     await conversation.close()
     assert voice.stopped == 1 and not client.of("response.done")
