@@ -12,7 +12,10 @@ the recording's last sample was captured):
   (`conversation.item.input_audio_transcription.completed`; it includes server VAD's
   `silence_duration_ms`, 500 ms by default: the silence that ends a turn);
 - `first text`: the answer's first words (`response.output_audio_transcript.delta`);
+- `first sentence`: the delta that completes the answer's first sentence (what the voice waits
+  for; an answer of one sentence has none: its end is the end of the text, `last text`);
 - `first audio`: the answer's first audio (`response.output_audio.delta`);
+- `last text`: the answer's last words;
 - `done`: `response.done`.
 
 Each round is a new session; the first is a warm-up, not measured. The chat graph, its speech and
@@ -29,11 +32,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from appliance.dialects.realtime.speaking import Sentences
+
 __all__ = ["TurnTimes", "companion_graphs", "measure_turns", "report", "run_realtime"]
 
 CHUNK_SECONDS = 0.1
 OUTPUT_TOKENS = 64
-_STAGES = ("transcript", "first_text", "first_audio", "done")
+_STAGES = ("transcript", "first_text", "first_sentence", "first_audio", "last_text", "done")
 _EVENTS = {
     "conversation.item.input_audio_transcription.completed": "transcript",
     "response.output_audio_transcript.delta": "first_text",
@@ -58,6 +63,7 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
     socket_url = url.replace("http://", "ws://").replace("https://", "wss://") + f"/v1/realtime?model={model}"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     times = TurnTimes()
+    sentences = Sentences()
     async with connect(socket_url, additional_headers=headers, max_size=None) as socket:
         update = {"type": "realtime", "max_output_tokens": OUTPUT_TOKENS}
         await socket.send(json.dumps({"type": "session.update", "session": update}))
@@ -89,6 +95,10 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
                     stage = _EVENTS.get(kind)
                     if stage is not None and stage not in times.seconds:
                         times.seconds[stage] = time.monotonic() - speech_end
+                    if kind == "response.output_audio_transcript.delta":
+                        times.seconds["last_text"] = time.monotonic() - speech_end
+                        if sentences.feed(event.get("delta", "")):
+                            times.seconds.setdefault("first_sentence", times.seconds["last_text"])
                     if stage == "transcript":
                         times.heard = event.get("transcript", "")
                     elif kind == "response.output_audio_transcript.done":
