@@ -240,6 +240,9 @@ async def test_a_text_response_sends_the_events_in_order() -> None:
     done = client.of("response.done")[0].response
     assert done.status == "completed" and done.output[0].content[0].text == ANSWER
     assert done.metadata == {"turn": "1"}
+    # Each event shows its item as it was when sent, not as the response left it.
+    added = client.of("conversation.item.added")[-1].item
+    assert added.status == "in_progress" and added.content == []
     assert done.usage.output_tokens == done.usage.output_token_details.text_tokens > 0
     assert done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens
     # The answer joined the conversation: the next response reads it.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from msgspec import Struct
 
-from appliance.dialects.realtime.items import new_id
+from appliance.dialects.realtime.items import new_id, snapshot
 from appliance.dialects.realtime.plan import TalkPlan
 from appliance.dialects.realtime.speaking import OUTPUT_RATE, Sentences, pcm16
 from appliance.engine import EngineClient
@@ -131,7 +131,7 @@ class TalkResponse:
             id=self.id,
             status=status,
             status_details=details,
-            output=list(self.output),
+            output=[snapshot(item) for item in self.output],
             output_modalities=list(settings.output_modalities),
             max_output_tokens=settings.max_output_tokens,
             conversation_id="conv_default",
@@ -218,14 +218,16 @@ class TalkResponse:
     async def _add_item(self, item: ConversationItem) -> None:
         self.output.append(item)
         previous = await self.on_item(item) if self.on_item is not None else None
-        await self.send(ResponseOutputItemAdded(response_id=self.id, output_index=len(self.output) - 1, item=item))
-        await self.send(ConversationItemAdded(item=item, previous_item_id=previous))
+        await self.send(
+            ResponseOutputItemAdded(response_id=self.id, output_index=len(self.output) - 1, item=snapshot(item))
+        )
+        await self.send(ConversationItemAdded(item=snapshot(item), previous_item_id=previous))
 
     async def _finish_item(self, item: ConversationItem, status: str) -> None:
         item.status = status
         index = self.output.index(item)
-        await self.send(ResponseOutputItemDone(response_id=self.id, output_index=index, item=item))
-        await self.send(ConversationItemDone(item=item))
+        await self.send(ResponseOutputItemDone(response_id=self.id, output_index=index, item=snapshot(item)))
+        await self.send(ConversationItemDone(item=snapshot(item)))
 
     async def _close_message(self, status: str) -> None:
         """The message item's last events, its text cut to what was heard unless completed."""

@@ -20,7 +20,7 @@ from dataclasses import replace
 from msgspec import Struct
 
 from appliance.dialects.realtime.answer import Send, Spoken, TalkResponse, Voice
-from appliance.dialects.realtime.items import ConversationItems
+from appliance.dialects.realtime.items import ConversationItems, snapshot
 from appliance.dialects.realtime.plan import TalkPlan, TalkSettings, plan_talk
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError, InvalidRequest
@@ -133,7 +133,7 @@ class Conversation:
         elif isinstance(event, ConversationItemDelete):
             await self.delete(event.item_id)
         elif isinstance(event, ConversationItemRetrieve):
-            await self.send(ConversationItemRetrieved(item=self.items.get(event.item_id)))
+            await self.send(ConversationItemRetrieved(item=snapshot(self.items.get(event.item_id))))
         elif isinstance(event, ConversationItemTruncate):
             await self.truncate(event)
         elif isinstance(event, OutputAudioBufferClear):
@@ -162,8 +162,8 @@ class Conversation:
         if isinstance(item, MessageItem):
             item.status = "completed"
         before = await self._added(item, previous_item_id)
-        await self.send(ConversationItemAdded(item=item, previous_item_id=before))
-        await self.send(ConversationItemDone(item=item, previous_item_id=before))
+        await self.send(ConversationItemAdded(item=snapshot(item), previous_item_id=before))
+        await self.send(ConversationItemDone(item=snapshot(item), previous_item_id=before))
         return before
 
     async def _added(self, item: ConversationItem, previous_item_id: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ item it came from, so an error the chat plan raises names the item (`item[<id>].
 
 from __future__ import annotations
 
+import copy
 import re
 import secrets
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from appliance.protocol.openai import (
 )
 from appliance.protocol.realtime import ContentPart, ConversationItem, FunctionCallItem, FunctionCallOutputItem
 
-__all__ = ["MAX_ITEMS", "ChatMessages", "ConversationItems", "new_id"]
+__all__ = ["MAX_ITEMS", "ChatMessages", "ConversationItems", "new_id", "snapshot"]
 
 MAX_ITEMS = 256
 """Items one conversation keeps; older ones are dropped (their text would pass the context)."""
@@ -52,6 +53,12 @@ _PART_TYPES = {
 def new_id(prefix: str) -> str:
     """An id in OpenAI's style: `item_...`, `resp_...`."""
     return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def snapshot(item: ConversationItem) -> ConversationItem:
+    """`item` as it is now, for an event: events wait in the session's queue while a response goes
+    on changing its items (their status, their text), and must show them as they were."""
+    return copy.deepcopy(item)
 
 
 def part_text(part: ContentPart) -> str:
