@@ -38,3 +38,10 @@ def test_a_graph_that_cannot_talk_is_refused(tmp_path: Path, capsys: pytest.Capt
     graph.write_text('name = "chat"\nmodel_path = "model"\n')
     assert main(["bench", "--graph", str(graph), "--realtime"]) == 2
     assert "speech_model and a voice_model" in capsys.readouterr().err
+
+
+def test_the_neighbours_gaps_are_summed_up() -> None:
+    from appliance.tools.bench.realtime_neighbour import gap_summary
+
+    assert gap_summary([0.05, 0.2, 0.08]) == pytest.approx({"streams": 3, "median_ms": 80, "max_ms": 200})
+    assert gap_summary([]) == {"streams": 0}

@@ -18,7 +18,9 @@ the recording's last sample was captured):
 - `last text`: the answer's last words;
 - `done`: `response.done`.
 
-Each round is a new session; the first is a warm-up, not measured. The chat graph, its speech and
+Each round is a new session; the first is a warm-up, not measured. Then a neighbour streams chat
+completions from the same model (`realtime_neighbour`), alone and while as many turns run again:
+its largest gap between chunks says what the live sessions cost the server's other clients. The chat graph, its speech and
 voice graphs are served together (`LocalServer`'s companions) unless `--url` names a server.
 """
 
@@ -113,15 +115,32 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
 
 def measure_turns(
     url: str, model: str, api_key: str | None, speech: bytes, rounds: int, say, timeout: float = 300.0
-) -> list[TurnTimes]:
-    """`rounds` measured turns after one warm-up, each a new session."""
-    turns = []
-    for number in range(rounds + 1):
-        turn = asyncio.run(_turn(url, model, api_key, speech, timeout))
-        say(f"turn {number}{' (warm-up)' if number == 0 else ''}: " + _line(turn))
-        if number:
-            turns.append(turn)
-    return turns
+) -> tuple[list[TurnTimes], list[TurnTimes], dict[str, list[float]]]:
+    """`rounds` measured turns after one warm-up, each a new session; then the neighbour's streams
+    alone, then `rounds` more turns while it streams (returned second); the neighbour's largest
+    gaps, `alone` and `beside` the turns."""
+    from appliance.tools.bench.realtime_neighbour import stream_gaps
+
+    async def measure() -> tuple[list[TurnTimes], list[TurnTimes], dict[str, list[float]]]:
+        turns = []
+        for number in range(rounds + 1):
+            turn = await _turn(url, model, api_key, speech, timeout)
+            say(f"turn {number}{' (warm-up)' if number == 0 else ''}: " + _line(turn))
+            if number:
+                turns.append(turn)
+        alone = await stream_gaps(url, model, api_key, streams=max(3, rounds))
+        stop, beside = asyncio.Event(), []
+        neighbour = asyncio.ensure_future(stream_gaps(url, model, api_key, stop=stop))
+        try:
+            for number in range(rounds):
+                turn = await _turn(url, model, api_key, speech, timeout)
+                say(f"turn {number + 1} beside the neighbour: " + _line(turn))
+                beside.append(turn)
+        finally:
+            stop.set()
+        return turns, beside, {"alone": alone, "beside": await neighbour}
+
+    return asyncio.run(measure())
 
 
 def _line(turn: TurnTimes) -> str:
@@ -176,6 +195,7 @@ def run_realtime(args) -> int:
     from appliance.graphfiles import load_graph
     from appliance.tools.bench.local_server import LocalServer
     from appliance.tools.bench.machine import describe_machine, machine_line
+    from appliance.tools.bench.realtime_neighbour import NEIGHBOUR_PROMPT, gap_summary
     from appliance.tools.bench.recording import DEFAULT_CLIP, SAMPLE_RATE, load_clip
 
     graph = load_graph(args.graph)
@@ -188,7 +208,7 @@ def run_realtime(args) -> int:
     companions = () if args.url else tuple(companion_graphs(args.graph, [graph.speech_model, graph.voice_model]))
     try:
         with nullcontext(args.url) if args.url else LocalServer(graph, companions=companions) as url:
-            turns = measure_turns(url, args.model or graph.name, args.api_key, speech, rounds, say)
+            turns, beside, gaps = measure_turns(url, args.model or graph.name, args.api_key, speech, rounds, say)
     except (RuntimeError, OSError, TimeoutError) as exc:
         print(f"appliance bench: {exc}", file=sys.stderr)
         return 1
@@ -200,7 +220,18 @@ def run_realtime(args) -> int:
         f"answers up to {OUTPUT_TOKENS} tokens; {rounds} turns after a warm-up, each a new session"
     )
     table, summary = report(turns, header)
-    print(table)
+    beside_table, summary["beside_neighbour"] = report(
+        beside, f"the same turns while a neighbour streamed from {graph.name}:"
+    )
+    summary["neighbour"] = {phase: gap_summary(values) for phase, values in gaps.items()}
+    alone, during = summary["neighbour"]["alone"], summary["neighbour"]["beside"]
+    print(table + "\n\n" + beside_table)
+    print(
+        f"\nthe neighbour ({NEIGHBOUR_PROMPT!r}, streamed back to back), its largest gap between chunks: "
+        f"alone median {alone.get('median_ms', 0):.0f} ms, max {alone.get('max_ms', 0):.0f} ms "
+        f"({alone['streams']} streams); while the turns ran median {during.get('median_ms', 0):.0f} ms, "
+        f"max {during.get('max_ms', 0):.0f} ms ({during['streams']} streams)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"graph": graph.name, **summary}, indent=2), encoding="utf-8")
     return 0
