@@ -38,6 +38,9 @@ def test_a_graph_that_cannot_talk_is_refused(tmp_path: Path, capsys: pytest.Capt
     graph.write_text('name = "chat"\nmodel_path = "model"\n')
     assert main(["bench", "--graph", str(graph), "--realtime"]) == 2
     assert "speech_model and a voice_model" in capsys.readouterr().err
+    assert main(["bench", "--graph", str(graph), "--realtime", "--rate", "1"]) == 2
+    assert "--rate" in capsys.readouterr().err
+    assert main(["bench", "--graph", str(graph), "--realtime", "--concurrency", "4"]) == 2
 
 
 def test_the_neighbours_gaps_are_summed_up() -> None:

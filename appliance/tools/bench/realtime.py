@@ -197,7 +197,13 @@ def run_realtime(args) -> int:
     from appliance.tools.bench.machine import describe_machine, machine_line
     from appliance.tools.bench.realtime_neighbour import NEIGHBOUR_PROMPT, gap_summary
     from appliance.tools.bench.recording import DEFAULT_CLIP, SAMPLE_RATE, load_clip
+    from appliance.tools.bench.speech_command import refuse_other_flags
 
+    refuse_other_flags(args, "--realtime")
+    if args.audio_seconds is not None or args.faster_whisper is not None or args.concurrency or args.repeat != 1:
+        raise ValueError(
+            "--realtime measures one turn at a time with --requests turns and --audio: no other load flags"
+        )
     graph = load_graph(args.graph)
     if graph.task != "generate" or graph.speech_model is None or graph.voice_model is None:
         raise ValueError("--realtime: the graph must be a chat graph naming a speech_model and a voice_model")
