@@ -200,7 +200,14 @@ def run_realtime(args) -> int:
     from appliance.tools.bench.speech_command import refuse_other_flags
 
     refuse_other_flags(args, "--realtime")
-    if args.audio_seconds is not None or args.faster_whisper is not None or args.concurrency or args.repeat != 1:
+    loads = (
+        args.audio_seconds,
+        args.faster_whisper,
+        args.concurrency,
+        args.repeat != 1 or None,
+        args.interleave or None,
+    )
+    if any(flag is not None for flag in loads):
         raise ValueError(
             "--realtime measures one turn at a time with --requests turns and --audio: no other load flags"
         )
