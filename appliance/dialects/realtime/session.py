@@ -153,6 +153,8 @@ class RealtimeSession:
         self._vad_input: asyncio.Queue[tuple[int, np.ndarray]] = asyncio.Queue()
         self._vad_stream = 0
         """The VAD stream's generation: audio queued for an older one is dropped."""
+        self._vad_backlog = 0
+        """Samples appended and not yet heard by VAD (bounded like the buffer)."""
         self._turns: asyncio.Queue[tuple[str, str | None, np.ndarray, int, int]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.conversation = conversation(self) if conversation is not None else None
@@ -277,9 +279,17 @@ class RealtimeSession:
             if self._speech is not None:  # a turn longer than the buffer: it ends here
                 self._end_turn(self._total * 1000 // TARGET_RATE)
             self._drop_before(self._total + len(samples) - limit)
+        if self._detector is not None and self._vad_backlog + len(samples) > limit:
+            raise InvalidRequest(
+                f"The server's voice-activity detection is {self._vad_backlog / TARGET_RATE:.1f} s behind this "
+                "session's audio: send it no faster than it is heard.",
+                param="audio",
+                code="input_audio_too_fast",
+            )
         self._chunks.append(samples)
         self._total += len(samples)
         if self._detector is not None:
+            self._vad_backlog += len(samples)
             self._vad_input.put_nowait((self._vad_stream, samples))
 
     def _commit_manually(self) -> None:
@@ -358,6 +368,7 @@ class RealtimeSession:
         state, stream = b"", self._vad_stream
         while True:
             generation, chunk = await self._vad_input.get()
+            self._vad_backlog -= len(chunk)
             if generation != self._vad_stream:
                 continue  # audio of a stream that has ended
             if generation != stream:
