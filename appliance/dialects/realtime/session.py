@@ -30,6 +30,9 @@ What it serves itself is the input side, for both session types:
   id, 16 kHz float32 samples, transcript, times), after `.completed` was sent;
 - `close()`: the session ends (the client left, idle, refused): cancel its engine work.
 
+The first three are awaited in order on the session's own tasks (the socket's reader, VAD,
+transcription): return quickly, and run long work (an answer) on a task of the conversation's.
+
 It sends with `session.send(event)` (any `protocol.realtime` server event, queued in order with
 the input side's), reads the effective configuration from `session.settings` (`instructions`,
 `tools`, `audio.output` in `settings.config`), makes ids with `new_item_id()` and keeps
@@ -387,6 +390,7 @@ class RealtimeSession:
                     probabilities = np.frombuffer(answer.probabilities, dtype="<f4").tolist()
                     for boundary in self._detector.feed(probabilities):
                         await self._on_boundary(boundary)
+                    self._forget_quiet()
 
     async def _on_boundary(self, boundary: SpeechStarted | SpeechStopped) -> None:
         if isinstance(boundary, SpeechStarted):
@@ -397,10 +401,13 @@ class RealtimeSession:
                 await self.conversation.on_speech_started(item_id, boundary.audio_start_ms)
         elif self._speech is not None:
             self._end_turn(boundary.audio_end_ms)
+
+    def _forget_quiet(self) -> None:
+        """Between turns, only the prefix padding (and a margin) before what VAD has heard can
+        still be committed: the rest goes."""
         if self._speech is None and self._detector is not None:
-            # Between turns only the prefix padding (and a margin) can still be committed.
             keep_ms = self._detector.settings.prefix_padding_ms + 2 * FRAME_MS
-            self._drop_before(self._detector.now_ms * _MS - keep_ms * _MS)
+            self._drop_before((self._detector.now_ms - keep_ms) * _MS)
 
     def _end_turn(self, end_ms: int) -> None:
         item_id, start_ms = self._speech
