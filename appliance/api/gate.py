@@ -29,7 +29,14 @@ from litestar.utils.path import normalize_path
 from appliance.api.csrf import SAFE_METHODS, accepted_media_type, same_origin
 from appliance.api.profiles import JSON, DialectProfile, Dialects, EdgeError
 from appliance.api.route_labels import RouteLabels
-from appliance.api.socket_edge import SocketCounts, SocketLimits, capped_receive, refuse_socket, subprotocol_key
+from appliance.api.socket_edge import (
+    SocketCounts,
+    SocketLimits,
+    capped_receive,
+    refuse_socket,
+    send_json_answer,
+    subprotocol_key,
+)
 from appliance.logs import capped
 from appliance.metrics import Metrics
 
@@ -277,11 +284,16 @@ class Gate:
             return refusal
         # A page of any site may open a websocket to this server (no CORS applies to websockets):
         # like a POST, its Origin must be ours or listed.
-        origin = headers.get(b"origin", b"").decode("latin-1")
-        if origin and origin.rstrip("/") not in self._origins:
-            if not same_origin(origin, headers.get(b"host", b"").decode("latin-1")):
-                return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed", [])
+        if self._foreign_origin(headers):
+            return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed", [])
         return None
+
+    def _foreign_origin(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request comes from a page of an origin neither ours nor listed."""
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if not origin or origin.rstrip("/") in self._origins:
+            return False
+        return not same_origin(origin, headers.get(b"host", b"").decode("latin-1"))
 
     def _finish_socket(self, scope: Scope, record: RequestRecord, outcome: dict[str, int], seconds: float) -> None:
         status = outcome["status"] or 499
@@ -321,10 +333,8 @@ class Gate:
 
     def _forgery_refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
         """Why a state-changing request may come from a page in a browser (see `csrf`), or None."""
-        origin = headers.get(b"origin", b"").decode("latin-1")
-        if origin and origin.rstrip("/") not in self._origins:
-            if not same_origin(origin, headers.get(b"host", b"").decode("latin-1")):
-                return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed")
+        if self._foreign_origin(headers):
+            return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed")
         content_type = headers.get(b"content-type")
         accepted = self._dialects.media_types(scope["path"], scope["method"])
         if content_type is not None and not accepted_media_type(content_type.decode("latin-1"), accepted):
@@ -462,18 +472,7 @@ async def _error(
 ) -> None:
     """The refusal in the shape of `profile`, the dialect of the request's path."""
     body = msgspec.json.encode(profile.render_error(EdgeError(status, message, type_, code, param), state))
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json_answer(send, status, body, headers or [])
 
 
 async def _preflight(send: Send, *, allow_headers: bytes | None) -> None:

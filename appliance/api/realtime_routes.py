@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.exceptions import WebSocketDisconnect
 
 from appliance.api.decoding import decode_body
 from appliance.api.handling import record_request
@@ -153,8 +154,11 @@ async def _serve(session: RealtimeSession, raw: bytes) -> None:
 
 async def _write(socket: WebSocket, session: RealtimeSession) -> None:
     """Write the session's events in order; close the socket when it says so."""
-    while (event := await session.events.get()) is not None:
-        await socket.send_text(rt.encode_event(event))
+    try:
+        while (event := await session.events.get()) is not None:
+            await socket.send_text(rt.encode_event(event))
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        return  # the client is gone: the reader sees it too
     reason = (session.closing or "")[:120]
     code = 1000 if "idle" in reason else POLICY_VIOLATION
     with contextlib.suppress(Exception):

@@ -24,7 +24,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MESSAGE_TOO_BIG", "POLICY_VIOLATION", "SocketCounts", "SocketLimits", "refuse_socket", "subprotocol_key"]
+__all__ = [
+    "MESSAGE_TOO_BIG",
+    "POLICY_VIOLATION",
+    "SocketCounts",
+    "SocketLimits",
+    "capped_receive",
+    "refuse_socket",
+    "send_json_answer",
+    "subprotocol_key",
+]
 
 POLICY_VIOLATION = 1008
 MESSAGE_TOO_BIG = 1009
@@ -92,21 +101,20 @@ def subprotocol_key(scope: Scope, prefixes: Sequence[str]) -> bytes | None:
     return None
 
 
+async def send_json_answer(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], *, prefix: str = "http.response"
+) -> None:
+    """A JSON answer in two ASGI messages: `http.response` for a request, `websocket.http.response`
+    for a refused handshake."""
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": f"{prefix}.start", "status": status, "headers": start})
+    await send({"type": f"{prefix}.body", "body": body})
+
+
 async def refuse_socket(send: Send, scope: Scope, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> int:
     """Refuse the handshake (see the module's docstring); the status or close code the log gets."""
     if "websocket.http.response" in scope.get("extensions", {}):
-        await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *headers,
-                ],
-            }
-        )
-        await send({"type": "websocket.http.response.body", "body": body})
+        await send_json_answer(send, status, body, headers, prefix="websocket.http.response")
         return status
     await send({"type": "websocket.close", "code": POLICY_VIOLATION})
     return POLICY_VIOLATION

@@ -46,6 +46,11 @@ def server(whisper_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         str(directory / "api-keys"),
         "--realtime-idle-seconds",
         str(IDLE_SECONDS),
+        # Shorter than the sessions: the upgrade request's HTTP deadlines must not close them.
+        "--header-timeout",
+        "2",
+        "--body-timeout",
+        "2",
     ) as running:
         yield running
 

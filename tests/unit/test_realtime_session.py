@@ -318,3 +318,26 @@ def test_live_audio_chunks_decode_as_the_whole() -> None:
     assert np.allclose(reference, pieces, atol=1e-6)
     # The tone comes through at its level (-10 dBFS, 0.3 peak).
     assert abs(np.abs(reference[1000:]).max() - 0.3) < 0.01
+
+
+def test_audio_sent_faster_than_vad_hears_it_is_refused() -> None:
+    class SlowHearing(FakeHearing):
+        async def detect_voice(self, samples: bytes, state: bytes = b"") -> VoiceDetected:
+            await asyncio.sleep(3600)
+
+    async def go() -> list[str]:
+        limits = RealtimeLimits(max_buffer_seconds=1.0)
+        session = RealtimeSession(kind="transcription", model="whisper", hearing=SlowHearing(), limits=limits)
+        session.start()
+        codes = []
+        for event in append(pcm(0.3, False) * 5):
+            await asyncio.sleep(0)
+            try:
+                await session.handle(event)
+            except InvalidRequest as error:
+                codes.append(error.code)
+        await session.close()
+        return codes
+
+    # 1.5 s sent, the VAD holding its first 100 ms: what passes the 1 s behind it is refused.
+    assert run(go()) == ["input_audio_too_fast"] * 4

@@ -30,6 +30,9 @@ What it serves itself is the input side, for both session types:
   id, 16 kHz float32 samples, transcript, times), after `.completed` was sent;
 - `close()`: the session ends (the client left, idle, refused): cancel its engine work.
 
+The first three are awaited in order on the session's own tasks (the socket's reader, VAD,
+transcription): return quickly, and run long work (an answer) on a task of the conversation's.
+
 It sends with `session.send(event)` (any `protocol.realtime` server event, queued in order with
 the input side's), reads the effective configuration from `session.settings` (`instructions`,
 `tools`, `audio.output` in `settings.config`), makes ids with `new_item_id()` and keeps
@@ -153,6 +156,8 @@ class RealtimeSession:
         self._vad_input: asyncio.Queue[tuple[int, np.ndarray]] = asyncio.Queue()
         self._vad_stream = 0
         """The VAD stream's generation: audio queued for an older one is dropped."""
+        self._vad_backlog = 0
+        """Samples appended and not yet heard by VAD (bounded like the buffer)."""
         self._turns: asyncio.Queue[tuple[str, str | None, np.ndarray, int, int]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.conversation = conversation(self) if conversation is not None else None
@@ -277,9 +282,17 @@ class RealtimeSession:
             if self._speech is not None:  # a turn longer than the buffer: it ends here
                 self._end_turn(self._total * 1000 // TARGET_RATE)
             self._drop_before(self._total + len(samples) - limit)
+        if self._detector is not None and self._vad_backlog + len(samples) > limit:
+            raise InvalidRequest(
+                f"The server's voice-activity detection is {self._vad_backlog / TARGET_RATE:.1f} s behind this "
+                "session's audio: send it no faster than it is heard.",
+                param="audio",
+                code="input_audio_too_fast",
+            )
         self._chunks.append(samples)
         self._total += len(samples)
         if self._detector is not None:
+            self._vad_backlog += len(samples)
             self._vad_input.put_nowait((self._vad_stream, samples))
 
     def _commit_manually(self) -> None:
@@ -358,6 +371,7 @@ class RealtimeSession:
         state, stream = b"", self._vad_stream
         while True:
             generation, chunk = await self._vad_input.get()
+            self._vad_backlog -= len(chunk)
             if generation != self._vad_stream:
                 continue  # audio of a stream that has ended
             if generation != stream:
@@ -376,6 +390,7 @@ class RealtimeSession:
                     probabilities = np.frombuffer(answer.probabilities, dtype="<f4").tolist()
                     for boundary in self._detector.feed(probabilities):
                         await self._on_boundary(boundary)
+                    self._forget_quiet()
 
     async def _on_boundary(self, boundary: SpeechStarted | SpeechStopped) -> None:
         if isinstance(boundary, SpeechStarted):
@@ -386,10 +401,13 @@ class RealtimeSession:
                 await self.conversation.on_speech_started(item_id, boundary.audio_start_ms)
         elif self._speech is not None:
             self._end_turn(boundary.audio_end_ms)
+
+    def _forget_quiet(self) -> None:
+        """Between turns, only the prefix padding (and a margin) before what VAD has heard can
+        still be committed: the rest goes."""
         if self._speech is None and self._detector is not None:
-            # Between turns only the prefix padding (and a margin) can still be committed.
             keep_ms = self._detector.settings.prefix_padding_ms + 2 * FRAME_MS
-            self._drop_before(self._detector.now_ms * _MS - keep_ms * _MS)
+            self._drop_before((self._detector.now_ms - keep_ms) * _MS)
 
     def _end_turn(self, end_ms: int) -> None:
         item_id, start_ms = self._speech
