@@ -13,6 +13,7 @@ from litestar.di import Provide
 
 from appliance.api import (
     elastic_routes,
+    files_routes,
     lmi_routes,
     messages_routes,
     ollama_routes,
@@ -61,7 +62,7 @@ def create_app(
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
     stored responses, files and batches (default: an empty store in memory, the default bounds);
-    the app closes it.
+    its opener closes it (a test app runs its lifespan more than once).
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
@@ -87,7 +88,6 @@ def create_app(
             monitor.stop()
             await models.lifecycle.close()  # engines retiring after a reload stop first
             await media.aclose()
-            await store.aclose()
             if start_engines:
                 for engine in list(models):
                     await engine.stop()
@@ -101,6 +101,7 @@ def create_app(
             lmi_routes.router,
             elastic_routes.router,
             *responses_routes.routes,
+            *files_routes.routes,
             *messages_routes.routers,
             *ollama_routes.routers(playground.PAGE if serve_playground else None),
             *tokenize_routes.routes,

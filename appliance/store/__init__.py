@@ -56,9 +56,6 @@ class Store:
     responses: ResponseRows
     files: FileRows
 
-    async def aclose(self) -> None:
-        await self.database.aclose()
-
 
 def open_store(url: str = "", state_dir: Path | None = None, limits: StoreLimits | None = None) -> Store:
     """The store at `url`, else in `state_dir`, else in memory (see `open_database`), bounded by

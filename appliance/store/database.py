@@ -97,11 +97,9 @@ class Database:
             connection.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
     def close(self) -> None:
+        """Wait for the calls in flight, then close the connections."""
         self._pool.shutdown(wait=True)
         self.engine.dispose()
-
-    async def aclose(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.close)
 
 
 def open_database(url: str, state_dir: Path | None) -> Database:
