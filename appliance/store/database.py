@@ -85,7 +85,10 @@ class Database:
             with self.engine.begin() as connection:
                 return work(connection)
         except sqlalchemy.exc.DBAPIError as exc:
-            log.error("store: %s: %s", self.description, type(exc.orig).__name__ if exc.orig else exc)
+            # The driver's own message (its first line): SQLAlchemy's would add the statement and
+            # its parameters, which hold what clients stored.
+            reason = str(exc.orig).strip().splitlines()[0][:300] if str(exc.orig).strip() else ""
+            log.error("store: %s: %s: %s", self.description, type(exc.orig).__name__, reason)
             raise StoreUnavailable(
                 "The appliance's store (its database) did not answer; try again later.", retry_after=5
             ) from None

@@ -2,7 +2,8 @@
 on PostgreSQL (a throwaway server, tests/postgres.py; skipped, saying why, where it cannot run),
 each API key seeing only its files; a stored response retrievable and continued after a restart
 and after `kill -9` of the server (SQLite's write-ahead log); a response created on one
-appliance continued with `previous_response_id` on a second sharing the PostgreSQL store.
+appliance continued with `previous_response_id` on a second sharing the PostgreSQL store, and a
+streamed response found there the moment its `response.completed` arrives.
 """
 
 from __future__ import annotations
@@ -132,3 +133,12 @@ def test_previous_response_id_on_a_second_appliance(graphs: Path, tmp_path: Path
         # and back: B's follow-up continued on A
         follow_up = respond(second, input="More?", previous_response_id=created.id)
         assert first.client(api_key=KEYS[0]).responses.retrieve(follow_up.id).previous_response_id == created.id
+        # A stream's response is stored before `response.completed` is sent: a client that asks
+        # for it the moment it hears (here, from the other box) finds it.
+        stream = second.client(api_key=KEYS[0]).responses.create(
+            model=MODEL, input="Hi", max_output_tokens=8, stream=True
+        )
+        for event in stream:
+            if event.type in ("response.completed", "response.incomplete"):
+                found = first.client(api_key=KEYS[0]).responses.retrieve(event.response.id)
+                assert found.output_text == event.response.output_text

@@ -58,6 +58,15 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         open_store("", tmp_path)
 
 
+def test_a_store_that_cannot_be_opened_stops_start_up(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="state_dir: cannot create"):
+        open_store("", tmp_path / "file" / "state")
+    with pytest.raises(ConfigError, match="cannot open PostgreSQL 127.0.0.1:9/db"):
+        open_store("postgresql://user:secret@127.0.0.1:9/db")
+    assert "secret" not in caplog.text and "Connection refused" in caplog.text
+
+
 def test_store_url_must_be_postgresql() -> None:
     with pytest.raises(ConfigError, match="only postgresql:// URLs"):
         open_store("mysql://u@h/db")
