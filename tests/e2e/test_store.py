@@ -77,8 +77,15 @@ def exercise_files(server: RunningServer) -> None:
 
 
 def test_files_on_sqlite(graphs: Path, tmp_path: Path) -> None:
-    with appliance(graphs, tmp_path, "--state-dir", str(tmp_path / "state")) as server:
+    bounds = ("--max-file-lines", "3", "--max-file-bytes", "4096")
+    with appliance(graphs, tmp_path, "--state-dir", str(tmp_path / "state"), *bounds) as server:
         exercise_files(server)
+        client = server.client(api_key=KEYS[0])
+        with pytest.raises(openai.BadRequestError, match="at most 3 here"):
+            client.files.create(file=("four.jsonl", b"{}\n" * 4), purpose="batch")
+        with pytest.raises(openai.APIStatusError, match="at most 4096 bytes") as too_big:
+            client.files.create(file=("big.jsonl", b"x" * 4097), purpose="batch")
+        assert too_big.value.status_code == 413
     assert (tmp_path / "state" / "appliance.db").is_file()
 
 
