@@ -47,6 +47,7 @@ from typing import Any
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from appliance.cpu_affinity import unpin_this_thread
 
@@ -209,6 +210,15 @@ class _GuardedH11Protocol(H11Protocol):
         self._phase = None
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The socket now belongs to the websocket protocol (its own ping timeout and the session's
+        # idle timeout bound it): a header or body deadline armed for the upgrade request would
+        # otherwise close a live session `body_timeout` after it opened.
+        self._cancel_deadline()
+        self._cancel_write_check()
+        self._phase = None
+        super().handle_websocket_upgrade(event)
+
     def data_received(self, data: bytes) -> None:
         if self._phase is None and (self.cycle is None or self.cycle.response_complete):
             self._expect_headers()  # the next request on a kept-alive connection begins
@@ -319,6 +329,21 @@ class _GuardedH11Protocol(H11Protocol):
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """uvicorn's h11 protocol with `limits` (pass as `uvicorn.Config(http=...)`)."""
     return type("GuardedH11Protocol", (_GuardedH11Protocol,), {"limits": limits})
+
+
+class _WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websocket protocol, quiet about refusals: a handshake answered with an HTTP
+    response (the gate's 401/403/503, `api/socket_edge`) is complete, but uvicorn 0.54 logs
+    "ASGI callable returned without completing handshake" at ERROR for each one."""
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            self.handshake_complete = True
+
+
+websocket_protocol = _WebSocketProtocol
+"""Pass as `uvicorn.Config(ws=...)`."""
 
 
 def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

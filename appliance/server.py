@@ -15,10 +15,18 @@ from appliance.api import playground
 from appliance.api.app import create_app
 from appliance.api.gate import Gate
 from appliance.api.route_labels import RouteLabels
-from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, guarded_protocol
+from appliance.api.socket_edge import SocketLimits
+from appliance.connections import (
+    ACCEPT_BACKLOG,
+    ConnectionLimits,
+    event_loop,
+    guarded_protocol,
+    websocket_protocol,
+)
 from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.realtime.session import RealtimeLimits
 from appliance.engine import EngineClient
 from appliance.engine.host.devices import available_devices
 from appliance.engine.host.templates import ToolFormat
@@ -147,6 +155,9 @@ def serve(settings: Settings) -> int:
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
         serve_playground=not settings.disable_playground,
         store=store,
+        realtime=RealtimeLimits(
+            max_buffer_seconds=settings.realtime_buffer_seconds, idle_seconds=settings.realtime_idle_seconds
+        ),
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     # The page (static files only) loads without a key; it asks for one and sends it with its calls.
@@ -160,6 +171,9 @@ def serve(settings: Settings) -> int:
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_allowed_origins,
         route_labels=RouteLabels(app.routes),
+        socket_limits=SocketLimits(
+            max_open=settings.websocket_connections, max_open_per_key=settings.websocket_connections_per_key
+        ),
     )
     config = uvicorn.Config(
         gated,
@@ -179,6 +193,9 @@ def serve(settings: Settings) -> int:
             ).within_fd_limit()
         ),
         backlog=ACCEPT_BACKLOG,
+        # A websocket message over the gate's cap is refused by the protocol before it is buffered.
+        ws_max_size=SocketLimits().max_message_bytes,
+        ws=websocket_protocol,
         loop=event_loop,  # type: ignore[arg-type]  # uvicorn takes a loop factory as well as a name
     )
     server = NotifyingServer(config, Notifier(), models=registry, shutdown_delay=settings.shutdown_delay_seconds)

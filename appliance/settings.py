@@ -105,6 +105,32 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             le=1_000_000,
         ),
     ] = 1000
+    websocket_connections: Annotated[
+        int,
+        _about("websocket connections (Realtime API sessions) open at once, in all; more get 503", ge=1, le=100_000),
+    ] = 32
+    websocket_connections_per_key: Annotated[
+        int,
+        _about(
+            "websocket connections open at once per API key (per client address without keys); more get 503",
+            ge=1,
+            le=100_000,
+        ),
+    ] = 8
+    realtime_idle_seconds: Annotated[
+        float,
+        _about("a Realtime session with no client event for this long is closed", "S", gt=0, le=86_400),
+    ] = 300.0
+    realtime_buffer_seconds: Annotated[
+        float,
+        _about(
+            "Realtime API: input audio a session may hold uncommitted (a longer turn is committed "
+            "where it reaches this under server VAD; refused with manual commits)",
+            "S",
+            ge=1,
+            le=3600,
+        ),
+    ] = 120.0
     max_stored_responses: Annotated[
         int,
         _about(

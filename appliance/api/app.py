@@ -21,6 +21,7 @@ from appliance.api import (
     openapi,
     ops_routes,
     playground,
+    realtime_routes,
     responses_routes,
     retrieval_routes,
     speech_routes,
@@ -30,6 +31,7 @@ from appliance.api import (
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.dialects.lmi import LmiOptions
+from appliance.dialects.realtime.session import RealtimeLimits
 from appliance.dialects.responses.store import ResponseStore
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
@@ -56,6 +58,7 @@ def create_app(
     lmi: LmiOptions | None = None,
     store: Store | None = None,
     serve_playground: bool = True,
+    realtime: RealtimeLimits | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
@@ -63,7 +66,8 @@ def create_app(
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
     stored responses, files and batches (default: an empty store in memory, the default bounds);
     its opener closes it (a test app runs its lifespan more than once).
-    `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
+    `serve_playground`: the chat page at /playground, a browser's visit to / sent to it.
+    `realtime`: the bounds of each Realtime API session (default: `RealtimeLimits()`)."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     store = store or open_store()
@@ -107,6 +111,7 @@ def create_app(
             *tokenize_routes.routes,
             *retrieval_routes.routes,
             *speech_routes.routes,
+            *realtime_routes.routers,
             *tts_routes.routes,
             *ops_routes.routes,
             *openapi.routes,
@@ -119,6 +124,7 @@ def create_app(
             "reloader": Provide(provide(reloader), sync_to_thread=False),
             "media": Provide(provide(media), sync_to_thread=False),
             "audio": Provide(lambda: media.audio, sync_to_thread=False),
+            "realtime_limits": Provide(provide(realtime or RealtimeLimits()), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
             "store": Provide(provide(store), sync_to_thread=False),
             "response_store": Provide(provide(ResponseStore(store.responses)), sync_to_thread=False),

@@ -1,6 +1,7 @@
 """The outermost ASGI layer: request framing, one credential header of each name, Host, CORS,
 API-key, Origin and Content-Type checks (`csrf`), per-request metrics and one log line per request
-(what it holds from the client capped, `RequestRecord`).
+(what it holds from the client capped, `RequestRecord`). Websocket connections pass the same
+checks and get one log line each, plus their caps (`socket_edge`).
 
 It wraps the whole Litestar app (so unknown routes are covered too). Handlers add what only they
 know (model, user, the engine streams) to the current `RequestRecord`. What differs between the
@@ -28,6 +29,14 @@ from litestar.utils.path import normalize_path
 from appliance.api.csrf import SAFE_METHODS, accepted_media_type, same_origin
 from appliance.api.profiles import JSON, DialectProfile, Dialects, EdgeError
 from appliance.api.route_labels import RouteLabels
+from appliance.api.socket_edge import (
+    SocketCounts,
+    SocketLimits,
+    capped_receive,
+    refuse_socket,
+    send_json_answer,
+    subprotocol_key,
+)
 from appliance.logs import capped
 from appliance.metrics import Metrics
 
@@ -62,7 +71,7 @@ RECORDED_CHARS = 256
 
 
 ADMIN_PREFIX = "/admin/"
-METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "WEBSOCKET"})
 """Methods that label metrics as themselves; any other is `other` (h11 accepts any token as a
 method: 2,000 invented 8 KB methods grew /metrics from 5 KB to 32 MB)."""
 
@@ -87,6 +96,10 @@ _LOOPBACK_ONLY: _Refusal = (
     [],
 )
 
+_FOREIGN_ORIGIN = (
+    "Requests from web pages of other origins are refused; list the origin in cors_allowed_origins to allow it."
+)
+
 API_KEY_STATE = "api_key"
 """The request state entry holding the API key the client presented (see `api_key`)."""
 
@@ -107,9 +120,11 @@ class Gate:
         allowed_hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
         route_labels: Callable[[Scope], str] | None = None,
+        socket_limits: SocketLimits | None = None,
     ) -> None:
         """`route_labels`: the metric label of a request's route (default: `RouteLabels()`). The
-        dialects are those of `app`'s routes (`Dialects.of`)."""
+        dialects are those of `app`'s routes (`Dialects.of`). `socket_limits`: the caps on
+        websocket connections (default: `SocketLimits()`)."""
         self.app = app
         self._dialects = Dialects.of(app)
         self._api_key_needed = _api_key_needed(self._dialects.credential_headers)
@@ -124,8 +139,12 @@ class Gate:
         self._open_paths = frozenset(open_paths)
         self._hosts = [host.lower() for host in allowed_hosts]
         self._origins = frozenset(origin.rstrip("/") for origin in cors_origins)
+        self.sockets = SocketCounts(socket_limits or SocketLimits())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -195,6 +214,104 @@ class Gate:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
 
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A websocket connection: refused before its handshake is accepted, or handed to the app
+        with its message size capped and its connection counted; one log line when it ends."""
+        started = time.monotonic()
+        record = RequestRecord(request_id=uuid.uuid4().hex[:16])
+        token = current_record.set(record)
+        outcome: dict[str, int] = {"status": 0, "received": 0, "sent": 0}
+        profile = self._dialects.profile(scope["path"])
+        headers = dict(scope["headers"])
+        key = _presented_key(scope, self._dialects.credential_headers) or subprotocol_key(
+            scope, self._dialects.credential_subprotocols
+        )
+        state = scope.setdefault("state", {})
+        state[API_KEY_STATE] = key.decode("latin-1") if key else None
+        refusal = self._socket_refusal(scope, headers, key)
+        owner = key or str((scope.get("client") or ("", 0))[0]).encode()
+        if refusal is None and (full := self.sockets.claim(owner)):
+            refusal = (503, full, "server_error", "too_many_connections", [(b"retry-after", b"1")])
+        try:
+            if refusal is not None:
+                status, message, type_, code, extra = refusal
+                error = EdgeError(status, message, type_, code, refusal_param(code))
+                body = msgspec.json.encode(profile.render_error(error, state))
+                outcome["status"] = await refuse_socket(send, scope, status, body, extra)
+                return
+
+            async def counted_send(message: dict[str, Any]) -> None:
+                if message["type"] == "websocket.accept":
+                    outcome["status"] = 101
+                elif message["type"] == "websocket.send":
+                    outcome["sent"] += 1
+                elif message["type"] == "websocket.close" and not outcome["status"]:
+                    outcome["status"] = int(message.get("code", 1000))
+                await send(message)
+
+            def counted() -> None:
+                outcome["received"] += 1
+
+            capped = capped_receive(receive, counted_send, self.sockets.limits.max_message_bytes, counted)
+            try:
+                await self.app(scope, capped, counted_send)
+            finally:
+                self.sockets.release(owner)
+        finally:
+            current_record.reset(token)
+            self._finish_socket(scope, record, outcome, time.monotonic() - started)
+
+    def _socket_refusal(self, scope: Scope, headers: dict[bytes, bytes], key: bytes | None) -> _Refusal | None:
+        """Why a websocket may not connect: what an HTTP request would be refused for (a repeated
+        credential header, Host, the keys, a foreign Origin), or None."""
+        if repeated := _repeated_credential(scope, self._dialects.credential_headers):
+            return (
+                400,
+                f"The request carries more than one '{repeated}' header.",
+                "invalid_request_error",
+                "duplicate_header",
+                [],
+            )
+        if self._hosts and not self._host_allowed(headers.get(b"host", b"").decode("latin-1")):
+            return (
+                400,
+                "The Host header is not one this server answers to.",
+                "invalid_request_error",
+                "invalid_host",
+                [],
+            )
+        if refusal := self._access_refusal(scope, key):
+            return refusal
+        # A page of any site may open a websocket to this server (no CORS applies to websockets):
+        # like a POST, its Origin must be ours or listed.
+        if self._foreign_origin(headers):
+            return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed", [])
+        return None
+
+    def _foreign_origin(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request comes from a page of an origin neither ours nor listed."""
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if not origin or origin.rstrip("/") in self._origins:
+            return False
+        return not same_origin(origin, headers.get(b"host", b"").decode("latin-1"))
+
+    def _finish_socket(self, scope: Scope, record: RequestRecord, outcome: dict[str, int], seconds: float) -> None:
+        status = outcome["status"] or 499
+        if self.metrics:
+            self.metrics.http_requests.labels(self._route_label(scope), "WEBSOCKET", str(status)).inc()
+        line: dict[str, Any] = {
+            "event": "websocket",
+            "id": record.request_id,
+            "path": capped(scope["path"], _LOGGED_CHARS),
+            "status": status,
+            "latency_ms": round(seconds * 1000, 1),
+            "messages_in": outcome["received"],
+            "messages_out": outcome["sent"],
+        }
+        if record.model:
+            line["model"] = record.model
+        access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+
     def _access_refusal(self, scope: Scope, key: bytes | None) -> _Refusal | None:
         """Why the client may not call this route (API key, admin key, loopback), or None.
 
@@ -216,16 +333,8 @@ class Gate:
 
     def _forgery_refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, str] | None:
         """Why a state-changing request may come from a page in a browser (see `csrf`), or None."""
-        origin = headers.get(b"origin", b"").decode("latin-1")
-        if origin and origin.rstrip("/") not in self._origins:
-            if not same_origin(origin, headers.get(b"host", b"").decode("latin-1")):
-                return (
-                    403,
-                    "Requests from web pages of other origins are refused; list the origin in "
-                    "cors_allowed_origins to allow it.",
-                    "invalid_request_error",
-                    "origin_not_allowed",
-                )
+        if self._foreign_origin(headers):
+            return (403, _FOREIGN_ORIGIN, "invalid_request_error", "origin_not_allowed")
         content_type = headers.get(b"content-type")
         accepted = self._dialects.media_types(scope["path"], scope["method"])
         if content_type is not None and not accepted_media_type(content_type.decode("latin-1"), accepted):
@@ -271,6 +380,11 @@ class Gate:
         if record.user:
             line["user"] = record.user
         access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+
+
+def refusal_param(code: str) -> str | None:
+    """The header a websocket refusal is about (its `param`), by its code."""
+    return {"duplicate_header": "authorization", "invalid_host": "host", "origin_not_allowed": "origin"}.get(code)
 
 
 def _authorized(credential: bytes | None, keys: list[bytes]) -> bool:
@@ -358,18 +472,7 @@ async def _error(
 ) -> None:
     """The refusal in the shape of `profile`, the dialect of the request's path."""
     body = msgspec.json.encode(profile.render_error(EdgeError(status, message, type_, code, param), state))
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json_answer(send, status, body, headers or [])
 
 
 async def _preflight(send: Send, *, allow_headers: bytes | None) -> None:

@@ -219,14 +219,17 @@ def openapi_document(dialects: Dialects, model_names: tuple[str, ...] = ()) -> d
     if model_names:  # after the bodies' copies (`_Schemas.body`), which keep any model name
         for *_, operation in operations:
             schemas.name_models(operation.body, model_names)
-    others = sorted({entry.profile.name for entry in dialects.routes} - {DEFAULT_PROFILE.name})
+    others = sorted({entry.profile.name for entry in dialects.routes if entry.handlers} - {DEFAULT_PROFILE.name})
+    # OpenAPI 3 describes no websockets: they are named here (their events: docs/speech.md).
+    sockets = sorted(entry.route.path_format for entry in dialects.routes if not entry.handlers)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "appliance",
             "version": __version__,
             "description": "OpenAI-compatible API of the OpenVINO GenAI appliance, and the other dialects "
-            f"it serves (tags): {', '.join(others)}",
+            f"it serves (tags): {', '.join(others)}"
+            + (f". Websocket routes (not described here): {', '.join(sockets)}" if sockets else ""),
         },
         "paths": dict(sorted(paths.items())),
         "components": {"schemas": schemas.components},

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 from litestar import Router
 from litestar.handlers import HTTPRouteHandler
-from litestar.routes import BaseRoute, HTTPRoute
+from litestar.routes import BaseRoute, HTTPRoute, WebSocketRoute
 from litestar.types import ControllerRouterHandler
 from litestar.utils.path import normalize_path
 
@@ -80,7 +80,9 @@ class DialectProfile:
     API key as their whole value (the gate reads `Authorization: Bearer` on every route, and
     these on every route too: a key is the client's, whichever header brought it).
     `client_headers`: other request headers its clients send, which a CORS preflight allows.
-    `request_id_headers`: answer headers, beside `x-request-id`, that carry the request id."""
+    `request_id_headers`: answer headers, beside `x-request-id`, that carry the request id.
+    `credential_subprotocols`: prefixes of websocket subprotocols that carry an API key after
+    them (`openai-insecure-api-key.<key>`: a browser cannot set headers on a websocket)."""
 
     name: str
     render_error: ErrorRenderer = _appliance_envelope
@@ -88,6 +90,7 @@ class DialectProfile:
     credential_headers: tuple[str, ...] = ()
     client_headers: tuple[str, ...] = ()
     request_id_headers: tuple[str, ...] = ()
+    credential_subprotocols: tuple[str, ...] = ()
 
     def router(self, path: str, route_handlers: Sequence[ControllerRouterHandler]) -> Router:
         """A router at `path` whose routes answer as this dialect."""
@@ -148,9 +151,10 @@ def operation_of(handler: HTTPRouteHandler, method: str) -> Operation:
 
 @dataclass(frozen=True)
 class RouteEntry:
-    """One route of an app: its Litestar route, its dialect and its handlers by HTTP method."""
+    """One route of an app: its Litestar route, its dialect and its handlers by HTTP method (none
+    for a websocket route, which the gate checks by its path and dialect alone)."""
 
-    route: HTTPRoute
+    route: HTTPRoute | WebSocketRoute
     profile: DialectProfile
     handlers: Mapping[str, HTTPRouteHandler] = field(default_factory=dict)
 
@@ -167,6 +171,10 @@ class Dialects:
     def __init__(self, routes: Iterable[BaseRoute] = ()) -> None:
         self.routes: list[RouteEntry] = []
         for route in routes:
+            if isinstance(route, WebSocketRoute):
+                found = route.route_handler.opt.get(DIALECT)
+                self.routes.append(RouteEntry(route, found if isinstance(found, DialectProfile) else DEFAULT_PROFILE))
+                continue
             if not isinstance(route, HTTPRoute):
                 continue
             handlers = {method: handler for handler in route.route_handlers for method in handler.http_methods}
@@ -215,6 +223,11 @@ class Dialects:
     def credential_headers(self) -> tuple[str, ...]:
         """Every header a dialect of the app reads an API key from, besides `Authorization`."""
         return _union(entry.profile.credential_headers for entry in self.routes)
+
+    @cached_property
+    def credential_subprotocols(self) -> tuple[str, ...]:
+        """Every websocket subprotocol prefix a dialect of the app reads an API key from."""
+        return tuple(dict.fromkeys(p for entry in self.routes for p in entry.profile.credential_subprotocols))
 
     @cached_property
     def client_headers(self) -> tuple[str, ...]:

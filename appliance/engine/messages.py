@@ -1,9 +1,9 @@
 """The channel between the server process and an engine process: msgspec-encoded messages.
 
 Parent -> engine: `Submit`, `Cancel`, `Tokenize`, `Detokenize`, `Embed`, `Rerank`, `Transcribe`,
-`Synthesize`, `Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then `Batch`es of
-per-request events (`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`, `Detokenized`,
-`Embedded`, `Reranked`, `Transcribed`, `SpeechAudio`, `Synthesized`) and engine `Stats`. Which
+`DetectVoice`, `Synthesize`, `Shutdown`. Engine -> parent: `Ready` or `LoadFailed` once, then
+`Batch`es of per-request events (`Accepted`, `Rejected`, `Delta`, `Finished`, `Tokenized`,
+`Detokenized`, `Embedded`, `Reranked`, `Transcribed`, `VoiceDetected`, `SpeechAudio`, `Synthesized`) and engine `Stats`. Which
 commands and answers belong to which task, and which engine serves it, is declared once, in `TASKS`. Each message is one `send_bytes` frame, except a Submit with
 images, whose pixels follow in raw frames, and a Transcribe, whose samples follow in one
 (`encode_to_engine` / `ToEngineDecoder`). A request returning several sequences (n > 1, beam search) gets `Delta`s and
@@ -25,6 +25,7 @@ __all__ = [
     "ChatPrompt",
     "Command",
     "Delta",
+    "DetectVoice",
     "Detokenize",
     "Detokenized",
     "Embed",
@@ -57,6 +58,7 @@ __all__ = [
     "Transcribe",
     "TranscribeOptions",
     "Transcribed",
+    "VoiceDetected",
     "decode_from_engine",
     "ToEngineDecoder",
     "decode_to_engine",
@@ -242,6 +244,19 @@ class Transcribe(msgspec.Struct, frozen=True, tag="transcribe"):
     samples: bytes = b""
 
 
+class DetectVoice(msgspec.Struct, frozen=True, tag="detect_voice"):
+    """The speech probability of each 32 ms frame of a live stream's next samples (speech-to-text
+    graphs with a voice-activity model; the Realtime API's server VAD). `samples`: 16 kHz mono
+    float32, a whole number of 512-sample frames; `state`: what the previous call of the same
+    stream answered (empty for a stream's first call): the model's state travels with the
+    stream, so the engine keeps nothing per stream and a stream that ends leaves nothing behind.
+    Answered on a thread of its own, never queued behind transcriptions."""
+
+    request_id: int
+    samples: bytes
+    state: bytes = b""
+
+
 class Synthesize(msgspec.Struct, frozen=True, tag="synthesize"):
     """Speak `text` in `voice` (text-to-speech graphs; a voice of the graph, checked by the server)."""
 
@@ -347,6 +362,15 @@ class Transcribed(msgspec.Struct, frozen=True, tag="transcribed"):
     tokens: int = 0
 
 
+class VoiceDetected(msgspec.Struct, frozen=True, tag="voice_detected"):
+    """`DetectVoice`'s answer: one speech probability per frame (float32 little-endian) and the
+    stream's state to send with its next samples."""
+
+    request_id: int
+    probabilities: bytes
+    state: bytes
+
+
 class SpeechAudio(msgspec.Struct, frozen=True, tag="speech_audio"):
     """A streamed synthesis's next piece (a sentence): mono float32 little-endian samples."""
 
@@ -416,8 +440,8 @@ TASKS: dict[str, TaskFrames] = {
     "transcribe": TaskFrames(
         routes="/v1/audio/transcriptions and /v1/audio/translations",
         article="a speech-to-text",
-        commands=(Transcribe,),
-        answers=(Transcribed,),
+        commands=(Transcribe, DetectVoice),
+        answers=(Transcribed, VoiceDetected),
         progress=(Delta,),
         engine="appliance.engine.worker.speech",
     ),

@@ -147,3 +147,23 @@ def test_another_onnx_file_is_refused(tmp_path: Path) -> None:
     streaming = packaged.locate("test", SILERO_VAD).with_name("silero_vad_openvino_16k.onnx")
     with pytest.raises(ValueError, match="not silero-vad's silero_vad_16k_sequence.onnx"):
         SileroSequence(streaming)
+
+
+def test_a_live_stream_in_100_ms_calls_hears_what_one_call_hears(silero: SileroSequence) -> None:
+    """The Realtime API's server VAD (`worker/live_voice.py`): the stream's state travels in each
+    answer, so 3-frame calls give the probabilities of one call over the whole (within float noise)."""
+    from appliance.engine.messages import DetectVoice
+    from appliance.engine.worker.live_voice import STATE_BYTES, detect
+
+    samples = np.concatenate([np.zeros(8000, dtype=np.float32), _speech()])
+    samples = samples[: len(samples) // FRAME_SAMPLES * FRAME_SAMPLES]
+    whole = VoiceActivity(silero, threshold=0.5, min_speech_seconds=0.25).probabilities(samples, _always)
+    state, streamed = b"", []
+    for start in range(0, len(samples), 3 * FRAME_SAMPLES):
+        chunk = samples[start : start + 3 * FRAME_SAMPLES].astype("<f4").tobytes()
+        answer = detect(silero, DetectVoice(request_id=1, samples=chunk, state=state))
+        state = answer.state
+        assert len(state) == STATE_BYTES
+        streamed.append(np.frombuffer(answer.probabilities, dtype="<f4"))
+    assert np.abs(np.concatenate(streamed) - whole).max() < 1e-3
+    assert whole.max() > 0.9

@@ -4,7 +4,7 @@ answer back.
 `submit()` sends a request and waits for the engine to accept it (so a bad prompt is a clean 4xx
 before any response starts), then returns a `RequestStream` to iterate `Delta`s and the `Finished`
 of each returned sequence; closing the stream early cancels the request inside the pipeline.
-`tokenize()`, `detokenize()`, `embed()`, `rerank()`, `transcribe()` and `synthesize()` are one
+`tokenize()`, `detokenize()`, `embed()`, `rerank()`, `transcribe()`, `detect_voice()` and `synthesize()` are one
 command and one answer; they are admitted like generations (counted in `in_flight`, under
 `max_queued_requests`, within `request_timeout_seconds`), and abandoned when their caller is
 cancelled (the client left). A model named for a task it does not serve is a 400 before anything
@@ -26,6 +26,7 @@ from appliance.engine.messages import (
     Cancel,
     ChatPrompt,
     Command,
+    DetectVoice,
     Detokenize,
     Embed,
     Embedded,
@@ -43,6 +44,7 @@ from appliance.engine.messages import (
     Transcribe,
     Transcribed,
     TranscribeOptions,
+    VoiceDetected,
     encode_to_engine,
     encoder,
 )
@@ -231,6 +233,13 @@ class EngineCalls:
             self._audio_seconds -= seconds
         self._metrics.transcribed(time.monotonic() - started, seconds, answer.tokens)
         return answer
+
+    async def detect_voice(self, samples: bytes, state: bytes = b"") -> VoiceDetected:
+        """The speech probability of each 32 ms frame of a live stream's next `samples` (16 kHz mono
+        float32, whole 512-sample frames), from the stream's `state` (the previous answer's; empty
+        at its start). Speech-to-text graphs with a voice-activity model; answered on the engine's
+        live-voice thread, not behind transcriptions (`worker/live_voice.py`)."""
+        return await self._ask(lambda request_id: DetectVoice(request_id, samples, state), "transcribe")
 
     async def synthesize(
         self,

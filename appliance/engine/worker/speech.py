@@ -10,6 +10,8 @@ FIFO queue (`fifo.FifoEngine`: the pipeline is built anew after any call that fa
   would refuse or misread, a prompt over half the text window counted in the model's tokens,
   samples that are not finite) and queued; `Cancel` stops the running one at its next token (the
   streamer answers CANCEL);
+- a `DetectVoice` (a live stream's frames, the Realtime API's server VAD) goes to the
+  `live-voice` thread (`live_voice`), never behind the transcriptions;
 - the transcription thread first asks the graph's voice-activity model, if it names one, whether
   the recording holds speech (`voice_activity`: none gives empty text without calling Whisper),
   then calls `generate()`, which releases the GIL; with `stream`, its streamer sends the text as it
@@ -28,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import openvino_genai
 
-from appliance.engine.messages import Batch, Delta, EngineEvent, Rejected, Transcribe, Transcribed
+from appliance.engine.messages import Batch, Delta, DetectVoice, EngineEvent, Rejected, Transcribe, Transcribed
 from appliance.engine.worker.fifo import FifoEngine
+from appliance.engine.worker.live_voice import LiveVoice
 from appliance.engine.worker.preparer import reason
-from appliance.engine.worker.voice_activity import voice_activity_of
+from appliance.engine.worker.voice_activity import SileroSequence, voice_activity_of
 from appliance.graphfiles import Graph
 
 __all__ = ["MIN_SAMPLES", "SpeechEngine", "open_engine"]
@@ -69,6 +72,8 @@ class SpeechEngine(FifoEngine[_Job]):
         )
         self.tokenizer = self.pipe.get_tokenizer()
         self.voice_activity = voice_activity_of(graph)
+        vad_model = graph.vad_model
+        self.live_voice = None if vad_model is None else LiveVoice(lambda: SileroSequence(vad_model), self.send)
         self.max_context = facts.text_tokens
         self.max_prompt_tokens = facts.text_tokens // 2 - 1
         """Whisper reads at most this much prompt (OpenAI's whisper keeps the last 223 of 448);
@@ -77,6 +82,11 @@ class SpeechEngine(FifoEngine[_Job]):
     # -- main thread: commands --------------------------------------------------------------
 
     def handle(self, command: object) -> EngineEvent | None:
+        if isinstance(command, DetectVoice):
+            if self.live_voice is None:
+                message = f"Model '{self.graph.name}' has no voice-activity model (speech.vad_model)."
+                return Rejected(request_id=command.request_id, message=message, code="no_vad_model")
+            return self.live_voice.submit(command)
         if not isinstance(command, Transcribe):
             return None  # Submit, Tokenize, Embed... never come: the server refuses them for this graph.
         samples = np.frombuffer(command.samples, dtype="<f4")

@@ -93,6 +93,15 @@ class SileroSequence:
         self._h = np.zeros(_STATE_SHAPE, dtype=np.float32)
         self._c = np.zeros(_STATE_SHAPE, dtype=np.float32)
 
+    def set_state(self, h: np.ndarray, c: np.ndarray) -> None:
+        """Go on from a stream's saved LSTM state ([1, 1, 128] each; `live_voice`)."""
+        self._h = np.ascontiguousarray(h, dtype=np.float32)
+        self._c = np.ascontiguousarray(c, dtype=np.float32)
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The LSTM state after the last call."""
+        return self._h, self._c
+
     def __call__(self, frames: np.ndarray) -> np.ndarray:
         result = self._request.infer({"input": frames, "h": self._h, "c": self._c})
         self._h, self._c = result["hn"].copy(), result["cn"].copy()
