@@ -27,7 +27,6 @@ from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.realtime.session import RealtimeLimits
-from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
 from appliance.engine.host.devices import available_devices
 from appliance.engine.host.templates import ToolFormat
@@ -44,7 +43,8 @@ from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
-from appliance.settings import Settings, exposure_warning, key_file
+from appliance.settings import Settings, exposure_warning, key_file, state_directory
+from appliance.store import StoreLimits, open_store
 
 __all__ = ["CannotListen", "load_api_keys", "serve"]
 
@@ -93,6 +93,16 @@ def serve(settings: Settings) -> int:
     graphs = checked(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
     admin_keys = load_api_keys(settings.admin_key_file, credential="admin-keys", kind="admin key")
+    store = open_store(
+        settings.store_url,
+        state_directory(settings.state_dir),
+        StoreLimits(
+            max_stored_responses=settings.max_stored_responses,
+            max_file_bytes=settings.max_file_bytes,
+            max_file_lines=settings.max_file_lines,
+            max_stored_file_bytes=settings.max_stored_file_bytes,
+        ),
+    )
     # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
@@ -144,7 +154,7 @@ def serve(settings: Settings) -> int:
         media=media,
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
         serve_playground=not settings.disable_playground,
-        response_store=ResponseStore(max_responses=settings.max_stored_responses),
+        store=store,
         realtime=RealtimeLimits(
             max_buffer_seconds=settings.realtime_buffer_seconds, idle_seconds=settings.realtime_idle_seconds
         ),
@@ -202,7 +212,10 @@ def serve(settings: Settings) -> int:
         settings.port,
         f"{len(api_keys)} configured" if api_keys else "none, open to every client",
     )
-    server.run(sockets=[listener])
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.database.close()
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0

@@ -13,6 +13,7 @@ from litestar.di import Provide
 
 from appliance.api import (
     elastic_routes,
+    files_routes,
     lmi_routes,
     messages_routes,
     ollama_routes,
@@ -36,6 +37,7 @@ from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
+from appliance.store import Store, open_store
 
 __all__ = ["create_app"]
 
@@ -54,19 +56,21 @@ def create_app(
     reloader: Reloader | None = None,
     media: ImageLoader | None = None,
     lmi: LmiOptions | None = None,
-    response_store: ResponseStore | None = None,
+    store: Store | None = None,
     serve_playground: bool = True,
     realtime: RealtimeLimits | None = None,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
-    base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
-    the stored responses of /v1/responses (default: an empty store with the default bounds).
+    base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
+    stored responses, files and batches (default: an empty store in memory, the default bounds);
+    its opener closes it (a test app runs its lifespan more than once).
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it.
     `realtime`: the bounds of each Realtime API session (default: `RealtimeLimits()`)."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
+    store = store or open_store()
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
     for pool in media.pools():
         metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
@@ -101,6 +105,7 @@ def create_app(
             lmi_routes.router,
             elastic_routes.router,
             *responses_routes.routes,
+            *files_routes.routes,
             *messages_routes.routers,
             *ollama_routes.routers(playground.PAGE if serve_playground else None),
             *tokenize_routes.routes,
@@ -121,9 +126,8 @@ def create_app(
             "audio": Provide(lambda: media.audio, sync_to_thread=False),
             "realtime_limits": Provide(provide(realtime or RealtimeLimits()), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
-            "response_store": Provide(
-                provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False
-            ),
+            "store": Provide(provide(store), sync_to_thread=False),
+            "response_store": Provide(provide(ResponseStore(store.responses)), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

@@ -38,9 +38,7 @@ from appliance.protocol.openai import (
     ToolCall,
     ToolChoiceFunction,
 )
-from appliance.protocol.response_events import (
-    ResponseEvent,
-)
+from appliance.protocol.response_events import ResponseCompleted, ResponseEvent, ResponseIncomplete
 from appliance.protocol.responses import (
     AllowedTools,
     FunctionTool,
@@ -201,7 +199,7 @@ def plan_response(
     if body.previous_response_id is not None and previous is None:
         raise InvalidRequest(
             f"Previous response with id '{body.previous_response_id}' not found: it was not stored (store: "
-            "false), was deleted, expired, belongs to another API key, or the server restarted.",
+            "false), was deleted, expired or was evicted, or belongs to another API key.",
             param="previous_response_id",
             code="previous_response_not_found",
         )
@@ -286,18 +284,20 @@ class ResponseCall:
         self._events = ResponseEvents(plan.response)
 
     async def events(self) -> AsyncIterator[ResponseEvent]:
-        """The stream's events; the response is stored once complete (or incomplete)."""
+        """The stream's events; the response is stored once complete (or incomplete), before the
+        event that says so is sent: a client may send its `previous_response_id` at once."""
         async for event in self._events.stream(self._call.pieces()):
+            if isinstance(event, ResponseCompleted | ResponseIncomplete):
+                await self._keep()
             yield event
-        self._keep()
 
     async def response(self) -> Response:
         """The whole response (an engine failure is raised)."""
         response = await self._events.final(self._call.pieces())
-        self._keep()
+        await self._keep()
         return response
 
-    def _keep(self) -> None:
+    async def _keep(self) -> None:
         response = self._events.response
         if self._plan.store and response.status in ("completed", "incomplete"):
-            self._store.put(self._owner, response, conversation_after(self._plan, response))
+            await self._store.put(self._owner, response, conversation_after(self._plan, response))

@@ -55,7 +55,7 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         default=_DEFAULT_WEIGHTS,
         metavar="FORMATS",
         help="weight formats to try first, comma-separated, or none (default "
-        f"{_DEFAULT_WEIGHTS}; also int4_sym_g128, int4_asym_g64): the text model written again as an "
+        f"{_DEFAULT_WEIGHTS}; also int4_sym_g128, int4_asym_g64, int4_sym_channel): the text model written again as an "
         "OpenVINO IR in each; the winner's folder is kept and the graph's model_path points at it",
     )
     parser.add_argument(
@@ -74,6 +74,19 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "only); the loss is written into the graph's tune block",
     )
     parser.add_argument("--dry-run", action="store_true", help="measure and report; leave the files alone")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of tuning: where a decoded token's time goes, OpenVINO's per-layer counters for the "
+        "model as served and in each --weights format, each under the property sets worth comparing "
+        "(a table; nothing is written)",
+    )
+    parser.add_argument(
+        "--reference-ms",
+        type=Number(float, 0, 1e6, low_open=True),
+        metavar="MS",
+        help="with --profile: a peer's time per token (llama.cpp's TPOT on the same file) to print ratios against",
+    )
     return parser
 
 
@@ -97,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     weights = [f.strip() for f in weights]
     machine = describe_machine()
     print(machine_line(machine))
+    if args.profile:
+        return _profile_graphs(args, weights)
     isa = list(machine["isa"])
     workload = Workload(
         prompt_tokens=args.prompt_tokens,
@@ -160,6 +175,48 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         print(f"{path}: written")
+    return 1 if failed else 0
+
+
+def _profile_graphs(args: argparse.Namespace, weights: list[str]) -> int:
+    """`--profile`: each graph's model, as served and in each weight format, under each of
+    `profile.FORMS`; 1 when a graph could not be read."""
+    import tempfile
+
+    from appliance.errors import ConfigError
+    from appliance.graphfiles import load_graph
+    from appliance.tools.tune.profile import FORMS, pipeline_tpot, profile, render
+
+    failed = 0
+    for path in args.graphs:
+        try:
+            graph = load_graph(path)
+        except ConfigError as exc:
+            print(f"{path}: {exc}")
+            failed += 1
+            continue
+        print(f"{path}: profiling {graph.model_dir}: {args.prompt_tokens} tokens in, then single-token steps")
+        with tempfile.TemporaryDirectory(dir=args.weights_dir) as scratch:
+            work = args.weights_dir or Path(scratch)
+            rows = [
+                pipeline_tpot(graph.model_dir, graph.plugin_config, stateful=stateful) for stateful in (False, True)
+            ]
+            print("\n".join("  " + line for line in render(rows, args.reference_ms)[2:]), flush=True)
+            for fmt in [None, *weights]:
+                # Every property set on the weights as served; the compute-type and dynamic
+                # quantization ones (those that change how the weights are read) on the others.
+                for _label, properties in FORMS if fmt is None else FORMS[:4]:
+                    rows.append(
+                        profile(
+                            graph.model_dir,
+                            fmt,
+                            {**graph.plugin_config, **properties},
+                            work_dir=work,
+                            prompt_tokens=args.prompt_tokens,
+                        )
+                    )
+                    print("  " + render(rows[-1:], args.reference_ms)[-1], flush=True)
+        print("\n".join(render(rows, args.reference_ms)))
     return 1 if failed else 0
 
 

@@ -34,8 +34,10 @@ WEIGHT_FORMATS: dict[str, tuple[str, int | None]] = {
     "int4_sym_g32": ("INT4_SYM", 32),
     "int4_sym_g128": ("INT4_SYM", 128),
     "int4_asym_g64": ("INT4_ASYM", 64),
+    "int4_sym_channel": ("INT4_SYM", -1),
 }
-"""Each format tune may try: NNCF's `CompressWeightsMode` and the group size (None: per channel)."""
+"""Each format tune may try: NNCF's `CompressWeightsMode` and the group size (None: per channel,
+NNCF's default for 8 bits; -1: per channel for 4 bits, which NNCF otherwise groups by 128)."""
 
 SOURCE = "source"
 """The candidate name of a GGUF's own IR (its weights as they are), for the reference perplexity."""
