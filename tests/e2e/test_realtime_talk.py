@@ -3,7 +3,7 @@ models: demo-smol (SmolLM2-135M) answers, demo-whisper (whisper tiny.en) hears, 
 (hibari) speaks. A turn's answer audio is heard back by demo-whisper as the answer's own
 transcript; speech in (espeak-ng's recording, streamed at real-time pace in 100 ms chunks, then
 silence) is answered with no commit; a function call and its output in a voice session; barge-in
-cancels the answer in the engines."""
+cancels the answer in the engines; bad conversation events are `error` events naming them."""
 
 from __future__ import annotations
 
@@ -212,3 +212,34 @@ def test_barge_in_cancels_the_answer_in_the_engines(server: RunningServer) -> No
     # The engines are free: no generation nor speech left running.
     assert server.wait_idle("demo-smol")["in_flight"] == 0
     assert server.wait_idle("demo-voice")["in_flight"] == 0
+
+
+def test_bad_conversation_events_are_error_events_and_the_session_goes_on(server: RunningServer) -> None:
+    async def talk() -> tuple[list, list]:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            await connection.session.update(
+                session={"type": "realtime", "output_modalities": ["text"], "max_output_tokens": 200}
+            )
+            output = {"type": "function_call_output", "call_id": "call_nobody", "output": "{}"}
+            await connection.conversation.item.create(item=output, event_id="evt_orphan")
+            await connection.response.cancel(event_id="evt_cancel")
+            text = "Tell me about the sea."
+            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+            await connection.conversation.item.create(item=item)
+            await connection.response.create()
+            await connection.response.create(event_id="evt_second")
+            events = []
+            async for event in connection:
+                events.append(event)
+                if event.type == "response.done":
+                    break
+            return events
+
+    events = asyncio.run(talk())
+    errors = {event.error.event_id: event.error for event in _of(events, "error")}
+    assert errors["evt_orphan"].param == "item.call_id"
+    assert errors["evt_cancel"].code == "response_cancel_not_active"
+    assert errors["evt_second"].code == "conversation_already_has_active_response"
+    done = events[-1].response
+    assert done.status in ("completed", "incomplete") and done.output[0].content[0].text
+    assert _of(events, "response.output_text.delta") and not _of(events, "response.output_audio.delta")
