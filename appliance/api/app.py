@@ -30,6 +30,7 @@ from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
+from appliance.entry import Entry
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
@@ -63,6 +64,7 @@ def create_app(
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
+    entry = Entry(models, media, response_store if response_store is not None else ResponseStore())
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
     for pool in media.pools():
         metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
@@ -115,9 +117,8 @@ def create_app(
             "media": Provide(provide(media), sync_to_thread=False),
             "audio": Provide(lambda: media.audio, sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
-            "response_store": Provide(
-                provide(response_store if response_store is not None else ResponseStore()), sync_to_thread=False
-            ),
+            "response_store": Provide(provide(entry.responses), sync_to_thread=False),
+            "entry": Provide(provide(entry), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

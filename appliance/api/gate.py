@@ -10,16 +10,12 @@ types a route takes) the gate reads from their profiles (`profiles.Dialects`), n
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import hmac
 import ipaddress
-import json
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -28,12 +24,10 @@ from litestar.utils.path import normalize_path
 from appliance.api.csrf import SAFE_METHODS, accepted_media_type, same_origin
 from appliance.api.profiles import JSON, DialectProfile, Dialects, EdgeError
 from appliance.api.route_labels import RouteLabels
-from appliance.logs import capped
+from appliance.entry.record import RECORDED_CHARS, RequestRecord, current_record, log_line
 from appliance.metrics import Metrics
 
 __all__ = ["RECORDED_CHARS", "Gate", "RequestRecord", "api_key", "current_record"]
-
-access_log = logging.getLogger("appliance.access")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -41,33 +35,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@dataclass
-class RequestRecord:
-    """What the access log says about one request; handlers fill in model, user and streams.
-
-    Every string it is given is capped at `RECORDED_CHARS` as it is set: the model and user come
-    from the body, on every route (an 8 MB `user` once went whole into each access line)."""
-
-    request_id: str
-    model: str | None = None
-    user: str | None = None
-    streams: Sequence[Any] = field(default_factory=tuple)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, capped(value, RECORDED_CHARS) if isinstance(value, str) else value)
-
-
-RECORDED_CHARS = 256
-"""Of each string a `RequestRecord` holds (OpenAI's and Anthropic's ids are far shorter)."""
-
-
 ADMIN_PREFIX = "/admin/"
 METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 """Methods that label metrics as themselves; any other is `other` (h11 accepts any token as a
 method: 2,000 invented 8 KB methods grew /metrics from 5 KB to 32 MB)."""
-
-_LOGGED_CHARS = 2048
-"""Of a request's method and path in its access log line (both arrive from unauthenticated clients)."""
 
 # status, message, type, code, extra headers: the arguments of `_error` after `send`.
 _Refusal = tuple[int, str, str, str, list[tuple[bytes, bytes]]]
@@ -89,8 +60,6 @@ _LOOPBACK_ONLY: _Refusal = (
 
 API_KEY_STATE = "api_key"
 """The request state entry holding the API key the client presented (see `api_key`)."""
-
-current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
 
 
 class Gate:
@@ -249,28 +218,7 @@ class Gate:
             self.metrics.http_requests.labels(self._route_label(scope), method, str(status or 499)).inc()
         if path in ("/health", "/health/live", "/metrics"):
             return  # probes every few seconds would drown the log
-        streams = record.streams
-        line: dict[str, Any] = {
-            "event": "request",
-            "id": record.request_id,
-            "method": capped(scope["method"], _LOGGED_CHARS),
-            "path": capped(path, _LOGGED_CHARS),
-            "status": status or 499,
-            "latency_ms": round(seconds * 1000, 1),
-        }
-        if record.model:
-            line["model"] = record.model
-        if streams:
-            line["prompt_tokens"] = sum(s.prompt_tokens for s in streams)
-            line["completion_tokens"] = sum(s.completion_tokens or s.tokens_seen for s in streams)
-            first = [s.first_token_at - s.submitted_at for s in streams if s.first_token_at is not None]
-            if first:
-                line["ttft_ms"] = round(min(first) * 1000, 1)
-            reasons = sorted({s.finish_reason or "cancelled" for s in streams})
-            line["finish_reason"] = ",".join(reasons)
-        if record.user:
-            line["user"] = record.user
-        access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+        log_line(record, scope["method"], path, status, seconds)
 
 
 def _authorized(credential: bytes | None, keys: list[bytes]) -> bool:
