@@ -19,7 +19,6 @@ from appliance.connections import ACCEPT_BACKLOG, ConnectionLimits, event_loop, 
 from appliance.cpu_affinity import cpu_list, pin_server
 from appliance.cpu_features import isa
 from appliance.dialects.lmi import LmiOptions
-from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient
 from appliance.engine.host.devices import available_devices
 from appliance.engine.host.templates import ToolFormat
@@ -36,7 +35,8 @@ from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
 from appliance.runtime.sdnotify import Notifier
 from appliance.runtime.supervisor import NotifyingServer, supervise
-from appliance.settings import Settings, exposure_warning, key_file
+from appliance.settings import Settings, exposure_warning, key_file, state_directory
+from appliance.store import StoreLimits, open_store
 
 __all__ = ["CannotListen", "load_api_keys", "serve"]
 
@@ -85,6 +85,16 @@ def serve(settings: Settings) -> int:
     graphs = checked(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
     admin_keys = load_api_keys(settings.admin_key_file, credential="admin-keys", kind="admin key")
+    store = open_store(
+        settings.store_url,
+        state_directory(settings.state_dir),
+        StoreLimits(
+            max_stored_responses=settings.max_stored_responses,
+            max_file_bytes=settings.max_file_bytes,
+            max_file_lines=settings.max_file_lines,
+            max_stored_file_bytes=settings.max_stored_file_bytes,
+        ),
+    )
     # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
     # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
     listener = _listen(settings.host, settings.port)
@@ -136,7 +146,7 @@ def serve(settings: Settings) -> int:
         media=media,
         lmi=LmiOptions(settings.lmi_output_formatter, settings.tgi_compat, settings.invocations_model),
         serve_playground=not settings.disable_playground,
-        response_store=ResponseStore(max_responses=settings.max_stored_responses),
+        store=store,
     )
     open_paths = ["/health", "/health/live"] + (["/metrics"] if settings.metrics_open else [])
     # The page (static files only) loads without a key; it asks for one and sends it with its calls.

@@ -30,6 +30,7 @@ __all__ = [
     "key_file",
     "load_settings",
     "resolve_settings",
+    "state_directory",
 ]
 
 DEFAULT_CONFIG = Path("/etc/appliance/appliance.toml")
@@ -113,6 +114,46 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             le=1_000_000,
         ),
     ] = 1024
+    state_dir: Annotated[
+        str,
+        _about(
+            "directory of the appliance's own state: its SQLite store (appliance.db, with its write-ahead "
+            "log), created at the first start; default: $STATE_DIRECTORY when systemd provides it "
+            "(StateDirectory=), else $XDG_STATE_HOME/appliance or ~/.local/state/appliance",
+            "DIR",
+        ),
+    ] = ""
+    store_url: Annotated[
+        str,
+        _about(
+            "keep stored responses, files and batches in this PostgreSQL database instead of the SQLite "
+            "file in state_dir (postgresql://user:password@host:5432/name); servers given one URL share "
+            "them; default: SQLite",
+            "URL",
+        ),
+    ] = ""
+    max_file_bytes: Annotated[
+        int,
+        _about(
+            "/v1/files: the largest file an upload may hold (its request is bounded by max_body_size too)",
+            "BYTES",
+            ge=1,
+            le=_GIB * 4,
+        ),
+    ] = 32 * 1024 * 1024
+    max_file_lines: Annotated[
+        int, _about("/v1/files: lines of one uploaded file, at most (a batch's requests)", "N", ge=1, le=10_000_000)
+    ] = 50_000
+    max_stored_file_bytes: Annotated[
+        int,
+        _about(
+            "/v1/files: the bytes one API key's uploaded files may hold together (a batch's output and "
+            "error files not counted)",
+            "BYTES",
+            ge=1,
+            le=_GIB * 1024,
+        ),
+    ] = _GIB
     max_loaded_models: Annotated[
         int,
         _about(
@@ -280,6 +321,18 @@ def key_file(configured: str, credential: str, environ: Mapping[str, str] | None
     directory = (os.environ if environ is None else environ).get("CREDENTIALS_DIRECTORY")
     candidate = Path(directory) / credential if directory else None
     return str(candidate) if candidate is not None and candidate.is_file() else None
+
+
+def state_directory(configured: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The state directory `state_dir` names, else systemd's $STATE_DIRECTORY (its first entry),
+    else $XDG_STATE_HOME/appliance, else ~/.local/state/appliance."""
+    environ = os.environ if environ is None else environ
+    if configured:
+        return Path(configured)
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "appliance"
 
 
 def exposure_warning(settings: Settings, *, has_api_keys: bool) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,10 @@ import pytest
 from appliance.tools.launch import ServerProcess
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The servers the tests start keep their store (state_dir's default) in this session's directory,
+# never in the user's ~/.local/state.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="appliance-tests-state-")
+os.environ.pop("STATE_DIRECTORY", None)
 
 REPO = Path(__file__).resolve().parent.parent
 # Built once and reused while current (the builder checks its own stamp): a fresh CI clone builds it.

@@ -35,6 +35,7 @@ from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
 from appliance.runtime.reload import Reloader
+from appliance.store import Store, open_store
 
 __all__ = ["create_app"]
 
@@ -53,18 +54,20 @@ def create_app(
     reloader: Reloader | None = None,
     media: ImageLoader | None = None,
     lmi: LmiOptions | None = None,
-    response_store: ResponseStore | None = None,
+    store: Store | None = None,
     serve_playground: bool = True,
 ) -> Litestar:
     """The app serving `models`. With `start_engines`, the lifespan spawns and stops the engines
     (the server listens while they load; /health answers 503 until all are ready). `background`
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
-    base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `response_store`:
-    the stored responses of /v1/responses (default: an empty store with the default bounds).
+    base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
+    stored responses, files and batches (default: an empty store in memory, the default bounds);
+    the app closes it.
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
-    entry = Entry(models, media, response_store if response_store is not None else ResponseStore())
+    store = store or open_store()
+    entry = Entry(models, media, ResponseStore(store.responses))
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
     for pool in media.pools():
         metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
@@ -86,6 +89,7 @@ def create_app(
             monitor.stop()
             await models.lifecycle.close()  # engines retiring after a reload stop first
             await media.aclose()
+            await store.aclose()
             if start_engines:
                 for engine in list(models):
                     await engine.stop()
@@ -117,6 +121,7 @@ def create_app(
             "media": Provide(provide(media), sync_to_thread=False),
             "audio": Provide(lambda: media.audio, sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
+            "store": Provide(provide(store), sync_to_thread=False),
             "response_store": Provide(provide(entry.responses), sync_to_thread=False),
             "entry": Provide(provide(entry), sync_to_thread=False),
         },

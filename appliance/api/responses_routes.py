@@ -97,16 +97,16 @@ async def stored_response(
 ) -> Response:
     """GET: the stored response (whole: `stream=true` is refused). DELETE: forget it."""
     owner = _owner(request)
-    found = response_store.get(owner, response_id)
+    found = await response_store.get(owner, response_id)
     if found is None:
         raise NotFound(
-            f"Response with id '{response_id}' not found: it was not stored, was deleted or expired, belongs "
-            "to another API key, or the server restarted.",
+            f"Response with id '{response_id}' not found: it was not stored, was deleted, expired or "
+            "was evicted, or belongs to another API key.",
             param="response_id",
             code="response_not_found",
         )
     if request.method == HttpMethod.DELETE:
-        response_store.delete(owner, response_id)
+        await response_store.delete(owner, response_id)
         return json_response(DeletedResponse(id=response_id))
     if stream:
         raise InvalidRequest(

@@ -115,7 +115,7 @@ class Entry:
         submitted; errors name the Responses API's fields (`hosted` renames the tools')."""
         named(body.model, body.user)
         engine = self.engine(body.model)
-        previous = self.responses.get(owner, body.previous_response_id) if body.previous_response_id else None
+        previous = await self.responses.get(owner, body.previous_response_id) if body.previous_response_id else None
         try:
             plan = plan_response(body, previous, hosted)
         except ApplianceError as exc:

@@ -24,7 +24,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 # their users need them: `connections` under `server` (its only user), `logs`, `metrics` and
 # `settings` just above `errors` (the engine logs and counts; they import `errors` at most),
 # `cpu_affinity` with them (the server pins itself, an engine process takes its CPUs back),
-# `memory_budget` too (settings check it, graphfiles write sizes with it), and
+# `memory_budget` too (settings check it, graphfiles write sizes with it), `store` (the database:
+# the api and the dialects keep their state in it, and it imports `errors` only), and
 # the package root (`__version__`) with `errors`. Protocol, media and grammar are used by the
 # service and use none of it, hence between it and the runtime.
 PLACE = {
@@ -51,6 +52,7 @@ PLACE = {
     "cpu_affinity": 7.5,
     "cpu_features": 7.5,
     "memory_budget": 7.5,
+    "store": 7.5,
     "errors": 8,
     "": 8,  # appliance/__init__.py
 }

@@ -14,7 +14,6 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from appliance.api.gate import Gate
-from appliance.dialects.responses.store import ResponseStore
 from appliance.engine.messages import Finished
 from appliance.graphfiles import Graph, Limits
 from tests.apps import app_client, fake_app
@@ -37,14 +36,9 @@ def engine() -> FakeEngineClient:
 
 
 @pytest.fixture
-def store() -> ResponseStore:
-    return ResponseStore()
-
-
-@pytest.fixture
-def client(engine: FakeEngineClient, store: ResponseStore):
+def client(engine: FakeEngineClient):
     # Behind the gate, which reads the API key a stored response belongs to.
-    with TestClient(Gate(fake_app(engine, response_store=store))) as test_client:
+    with TestClient(Gate(fake_app(engine))) as test_client:
         yield test_client
 
 
@@ -351,40 +345,6 @@ def test_engine_failure_mid_stream(client: TestClient, engine: FakeEngineClient)
     assert events[-1]["response"]["error"] == {"code": "server_error", "message": "boom"}
     failed = create(client)
     assert failed.status_code == 500 and failed.json()["error"]["message"] == "boom"
-
-
-def test_store_bounds() -> None:
-    from appliance.protocol.responses import Response
-
-    now = [0.0]
-    store = ResponseStore(max_responses=2, max_bytes=100_000, ttl_seconds=10, clock=lambda: now[0])
-    for name in ("a", "b", "c"):
-        assert store.put("o", Response(id=name, created_at=0, status="completed", model="m"), [])
-    assert store.get("o", "a") is None and store.get("o", "c") is not None and len(store) == 2
-    assert store.get("other", "c") is None
-    now[0] = 11
-    assert store.get("o", "c") is None and len(store) == 0 and store.size_bytes == 0
-    small = ResponseStore(max_bytes=10)
-    assert not small.put("o", Response(id="x", created_at=0, status="completed", model="m"), [])
-
-
-def test_store_evicts_from_the_owner_holding_the_largest_share() -> None:
-    from appliance.protocol.responses import Response
-
-    store = ResponseStore(max_responses=10, max_bytes=1_000_000)
-    put = lambda owner, name: store.put(owner, Response(id=name, created_at=0, status="completed", model="m"), [])  # noqa: E731
-    for index in range(3):
-        assert put("quiet", f"q{index}")
-    for index in range(100):  # a burst from one key
-        assert put("busy", f"b{index}")
-    assert all(store.get("quiet", f"q{index}") is not None for index in range(3))
-    assert len(store) == 10
-    assert [store.get("busy", f"b{index}") is not None for index in range(93, 100)] == [True] * 7
-    # Two keys storing alike share the store evenly.
-    for index in range(20):
-        put("quiet", f"q-more{index}")
-    assert sum(store.get("quiet", name) is not None for name in [f"q-more{i}" for i in range(20)]) == 5
-    assert sum(store.get("busy", f"b{index}") is not None for index in range(100)) == 5
 
 
 def test_vision_graph_takes_input_images() -> None:

@@ -201,7 +201,7 @@ def plan_response(
     if body.previous_response_id is not None and previous is None:
         raise InvalidRequest(
             f"Previous response with id '{body.previous_response_id}' not found: it was not stored (store: "
-            "false), was deleted, expired, belongs to another API key, or the server restarted.",
+            "false), was deleted, expired or was evicted, or belongs to another API key.",
             param="previous_response_id",
             code="previous_response_not_found",
         )
@@ -289,15 +289,15 @@ class ResponseCall:
         """The stream's events; the response is stored once complete (or incomplete)."""
         async for event in self._events.stream(self._call.pieces()):
             yield event
-        self._keep()
+        await self._keep()
 
     async def response(self) -> Response:
         """The whole response (an engine failure is raised)."""
         response = await self._events.final(self._call.pieces())
-        self._keep()
+        await self._keep()
         return response
 
-    def _keep(self) -> None:
+    async def _keep(self) -> None:
         response = self._events.response
         if self._plan.store and response.status in ("completed", "incomplete"):
-            self._store.put(self._owner, response, conversation_after(self._plan, response))
+            await self._store.put(self._owner, response, conversation_after(self._plan, response))

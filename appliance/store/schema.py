@@ -1,0 +1,63 @@
+"""The store's tables as they are now (SQLAlchemy Core), which the queries use.
+
+`migrations` makes a database's tables this shape, one numbered step at a time. Times are Unix
+seconds (`time.time()`: they outlive the process, unlike the monotonic clock); `owner` is
+`owner_of(api_key)`, a SHA-256 hex digest of the key (the key itself is never stored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
+
+__all__ = ["files", "metadata", "owner_of", "responses", "schema_version"]
+
+
+def owner_of(api_key: str | None) -> str:
+    """Who a stored thing belongs to: a hash of the API key the request carried ("" without one)."""
+    return hashlib.sha256(api_key.encode()).hexdigest() if api_key else ""
+
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, nullable=False),
+)
+"""One row: the number of migration steps applied."""
+
+responses = Table(
+    "responses",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("stored_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Index("responses_owner", "owner", "stored_at"),
+    Index("responses_expiry", "expires_at"),
+)
+"""Stored responses of the Responses API: `body` is the JSON the dialect wrote (the response and
+its conversation), `size` its bytes, the unit of the store's byte bound."""
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("purpose", String(32), nullable=False),
+    Column("filename", String(255), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Index("files_owner", "owner", "seq"),
+)
+"""Files of `/v1/files` (uploaded, and a batch's output and error files). `seq`: nanoseconds at
+creation, the order of a listing (with `id` to break ties); `lines`: its non-empty lines; `content`
+last, so a listing's rows do not read it."""

@@ -1,0 +1,175 @@
+"""The store (`appliance.store`) on SQLite: its schema migrated once and versioned, stored
+responses' bounds and ownership, files' bounds, listing and ownership, and what survives closing
+the database. The same tests run on PostgreSQL in tests/unit/test_store_postgres.py."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import ConfigError, InvalidRequest, PayloadTooLarge
+from appliance.store import FileRows, ResponseRows, Store, StoreLimits, open_store
+from appliance.store.database import sqlite_file
+from appliance.store.migrations import STEPS
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    opened = open_store("", tmp_path / "state")
+    yield opened
+    opened.database.close()
+
+
+def responses_of(store: Store, clock: Callable[[], float] | None = None, **bounds) -> ResponseRows:
+    return ResponseRows(store.database, **bounds, **({"clock": clock} if clock else {}))
+
+
+def test_the_sqlite_file_is_created_in_wal_mode_and_versioned(tmp_path: Path) -> None:
+    state = tmp_path / "new" / "state"
+    open_store("", state).database.close()
+    with sqlite3.connect(sqlite_file(state)) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute("SELECT version FROM schema_version").fetchall() == [(len(STEPS),)]
+    assert (state.stat().st_mode & 0o777) == 0o700
+    open_store("", state).database.close()  # migrated once: opening again changes nothing
+    with sqlite3.connect(sqlite_file(state)) as connection:
+        assert connection.execute("SELECT version FROM schema_version").fetchall() == [(len(STEPS),)]
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    open_store("", tmp_path).database.close()
+    with sqlite3.connect(sqlite_file(tmp_path)) as connection:
+        connection.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(ConfigError, match="version 99, newer than this appliance's"):
+        open_store("", tmp_path)
+
+
+def test_store_url_must_be_postgresql() -> None:
+    with pytest.raises(ConfigError, match="only postgresql:// URLs"):
+        open_store("mysql://u@h/db")
+    with pytest.raises(ConfigError, match="not a database URL"):
+        open_store("not a url")
+
+
+def test_response_bounds_and_expiry(store: Store) -> None:
+    now = [1000.0]
+    rows = responses_of(store, lambda: now[0], max_responses=2, max_bytes=100_000, ttl_seconds=10)
+    for name in ("a", "b", "c"):
+        now[0] += 0.001
+        assert run(rows.put("o", name, b"{}"))
+    assert run(rows.get("o", "a")) is None and run(rows.get("o", "c")) == b"{}"
+    assert run(rows.usage()) == (2, 4)
+    assert run(rows.get("other", "c")) is None
+    assert not run(rows.delete("other", "c")) and run(rows.get("o", "c")) is not None
+    now[0] += 11
+    assert run(rows.get("o", "c")) is None and run(rows.usage()) == (0, 0)
+    small = responses_of(store, max_bytes=10)
+    assert not run(small.put("o", "x", b"x" * 11))
+
+
+def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -> None:
+    now = [1000.0]
+
+    def clock() -> float:
+        now[0] += 0.001
+        return now[0]
+
+    rows = responses_of(store, clock, max_responses=10, max_bytes=1_000_000)
+    put = lambda owner, name: run(rows.put(owner, name, b"{}"))  # noqa: E731
+    stored = lambda owner, name: run(rows.get(owner, name)) is not None  # noqa: E731
+    for index in range(3):
+        assert put("quiet", f"q{index}")
+    for index in range(100):  # a burst from one key
+        assert put("busy", f"b{index}")
+    assert all(stored("quiet", f"q{index}") for index in range(3))
+    assert run(rows.usage())[0] == 10
+    assert [stored("busy", f"b{index}") for index in range(93, 100)] == [True] * 7
+    # Two keys storing alike share the store evenly.
+    for index in range(20):
+        put("quiet", f"q-more{index}")
+    assert sum(stored("quiet", f"q-more{i}") for i in range(20)) == 5
+    assert sum(stored("busy", f"b{index}") for index in range(100)) == 5
+
+
+def test_responses_survive_closing_the_database(tmp_path: Path) -> None:
+    first = open_store("", tmp_path)
+    assert run(first.responses.put("o", "resp_1", b'{"kept": true}'))
+    first.database.close()
+    second = open_store("", tmp_path)
+    assert run(second.responses.get("o", "resp_1")) == b'{"kept": true}'
+    second.database.close()
+
+
+def files_of(store: Store, **bounds) -> FileRows:
+    limits = {"max_file_bytes": 1000, "max_file_lines": 3, "max_owner_bytes": 2000, **bounds}
+    return FileRows(store.database, **limits)
+
+
+def test_files_are_bounded(store: Store) -> None:
+    rows = files_of(store, max_owner_bytes=1050)
+
+    def create(content: bytes, **options):
+        return run(rows.create("o", purpose="batch", filename="f.jsonl", content=content, **options))
+
+    with pytest.raises(PayloadTooLarge, match="1001 bytes"):
+        create(b"x" * 1001)
+    with pytest.raises(InvalidRequest, match="4 lines"):
+        create(b"{}\n{}\n{}\n{}")
+    with pytest.raises(InvalidRequest, match="not UTF-8") as refused:
+        create(b'{"a": "\xff"}\n')
+    assert refused.value.param == "file"
+    with pytest.raises(InvalidRequest, match="longer than 255"):
+        run(rows.create("o", purpose="batch", filename="x" * 256, content=b"{}"))
+    assert create(b"{}\n{}\n{}\n").lines == 3
+    create(b"x" * 1000)
+    with pytest.raises(InvalidRequest, match="1050 bytes an API key may store") as over:
+        create(b"x" * 100)
+    assert over.value.code == "storage_limit_exceeded"
+    output = create(b"{}\n" * 10_000, bounded=False)  # a batch's output: bounded by its batch
+    assert output.lines == 10_000
+    assert run(files_of(store).create("other", purpose="batch", filename="f", content=b"{}")).bytes == 2
+
+
+def test_files_are_listed_per_owner_in_pages(store: Store) -> None:
+    rows = files_of(store, max_owner_bytes=10**6)
+    made = [run(rows.create("o", purpose="batch", filename=f"{i}.jsonl", content=b"{}")) for i in range(5)]
+    run(rows.create("o", purpose="batch_output", filename="out.jsonl", content=b"{}"))
+    run(rows.create("someone else", purpose="batch", filename="theirs.jsonl", content=b"{}"))
+    ids = [record.id for record in made]
+    page, more = run(rows.page("o", purpose="batch", limit=2))
+    assert [record.id for record in page] == ids[::-1][:2] and more
+    page, more = run(rows.page("o", purpose="batch", limit=2, after=page[-1].id))
+    assert [record.id for record in page] == ids[::-1][2:4] and more
+    page, more = run(rows.page("o", purpose="batch", order="asc", after=ids[2]))
+    assert [record.id for record in page] == ids[3:] and not more
+    assert len(run(rows.page("o"))[0]) == 6
+    assert run(rows.page("o", after="file-unknown")) == ([], False)
+    assert run(rows.get("someone else", ids[0])) is None and run(rows.content("someone else", ids[0])) is None
+    assert not run(rows.delete("someone else", ids[0]))
+    assert run(rows.content("o", ids[0])) == b"{}"
+    assert run(rows.delete("o", ids[0])) and run(rows.get("o", ids[0])) is None
+
+
+def test_an_expired_file_is_gone(store: Store) -> None:
+    now = [1000.0]
+    rows = FileRows(store.database, max_file_bytes=100, max_file_lines=10, max_owner_bytes=100, clock=lambda: now[0])
+    record = run(rows.create("o", purpose="batch", filename="f", content=b"{}", expires_after=3600))
+    assert record.expires_at == 4600 and run(rows.get("o", record.id)) is not None
+    now[0] = 4600
+    assert run(rows.get("o", record.id)) is None and run(rows.page("o")) == ([], False)
+
+
+def test_limits_reach_the_tables(tmp_path: Path) -> None:
+    limits = StoreLimits(max_stored_responses=7, max_file_bytes=5, max_file_lines=6, max_stored_file_bytes=8)
+    store = open_store("", tmp_path, limits)
+    assert store.responses.max_responses == 7
+    assert (store.files.max_file_bytes, store.files.max_file_lines, store.files.max_owner_bytes) == (5, 6, 8)
+    store.database.close()
