@@ -195,7 +195,10 @@ def serve(settings: Settings) -> int:
         settings.port,
         f"{len(api_keys)} configured" if api_keys else "none, open to every client",
     )
-    server.run(sockets=[listener])
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.database.close()
     for message in fatal:
         log.error("%s", message)
     return 1 if fatal else 0

@@ -12,6 +12,7 @@ from litestar import Litestar
 from litestar.di import Provide
 
 from appliance.api import (
+    batch_routes,
     elastic_routes,
     lmi_routes,
     messages_routes,
@@ -28,6 +29,7 @@ from appliance.api import (
 )
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.batches import BatchRunner
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.responses.store import ResponseStore
 from appliance.entry import Entry
@@ -62,12 +64,13 @@ def create_app(
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
     stored responses, files and batches (default: an empty store in memory, the default bounds);
-    the app closes it.
+    its owner closes it (the app's lifespan may run more than once, as in the tests).
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     store = store or open_store()
     entry = Entry(models, media, ResponseStore(store.responses))
+    batch_runner = BatchRunner(entry, store)
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
     for pool in media.pools():
         metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
@@ -81,15 +84,16 @@ def create_app(
                 if engine.graph.load == "start":  # the others load on their first request
                     engine.start()
         task = asyncio.get_running_loop().create_task(background()) if background else None
+        batch_runner.start()  # batches a stop or a crash interrupted resume
         try:
             yield
         finally:
+            await batch_runner.stop()
             if task is not None:
                 task.cancel()
             monitor.stop()
             await models.lifecycle.close()  # engines retiring after a reload stop first
             await media.aclose()
-            await store.aclose()
             if start_engines:
                 for engine in list(models):
                     await engine.stop()
@@ -103,6 +107,7 @@ def create_app(
             lmi_routes.router,
             elastic_routes.router,
             *responses_routes.routes,
+            *batch_routes.routes,
             *messages_routes.routers,
             *ollama_routes.routers(playground.PAGE if serve_playground else None),
             *tokenize_routes.routes,
@@ -124,6 +129,7 @@ def create_app(
             "store": Provide(provide(store), sync_to_thread=False),
             "response_store": Provide(provide(entry.responses), sync_to_thread=False),
             "entry": Provide(provide(entry), sync_to_thread=False),
+            "batch_runner": Provide(provide(batch_runner), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

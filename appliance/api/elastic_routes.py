@@ -14,12 +14,12 @@ from typing import Any
 from litestar import Request, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, named_events
 from appliance.dialects import elastic
 from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
 from appliance.protocol.elastic import ElasticError, ErrorCause, ErrorDetail
 from appliance.protocol.openai import ChatCompletionRequest

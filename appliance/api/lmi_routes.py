@@ -15,13 +15,13 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
 from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, ErrorResponse, Operation
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
 from appliance.dialects import lmi
 from appliance.engine import EngineClient
 from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
 from appliance.protocol.lmi import GeneratedText, InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletion, ChatCompletionRequest

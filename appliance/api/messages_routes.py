@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
 from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.openapi import hosted_tools_accepted
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
@@ -27,6 +26,7 @@ from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
 from appliance.dialects.hosted_tools import HostedTools
 from appliance.entry import Entry, current_record, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
 from appliance.protocol.anthropic import AnthropicErrorBody, CountTokensRequest, Message, MessagesRequest, TokenCount
 from appliance.service import tokenize as tokenizer

@@ -28,7 +28,6 @@ from typing import Any
 from litestar import Request, Response, Router, delete, get, head, post
 from litestar.response import Redirect, Stream
 
-from appliance.api.decoding import decode_body
 from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, json_lines
@@ -38,6 +37,7 @@ from appliance.dialects.ollama.output import Answer, created_at, raw_lines, raw_
 from appliance.dialects.ollama.plan import UNLOAD, keep_alive_seconds, plan_chat, plan_generate
 from appliance.engine import EngineClient
 from appliance.entry import Entry, RequestRecord, named
+from appliance.entry.decoding import decode_body
 from appliance.errors import ApplianceError, InvalidRequest, NotFound, unsupported
 from appliance.protocol.ollama import (
     AnswerMessage,

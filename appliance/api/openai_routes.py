@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from litestar import Request, Response, Router, get, post
 from litestar.response import Stream
 
-from appliance.api.decoding import decode_body
 from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.engine import EngineClient
 from appliance.entry import Entry
+from appliance.entry.decoding import decode_body
 from appliance.protocol.anthropic import ModelInfo, ModelInfoList
 from appliance.protocol.openai import (
     ChatCompletion,

@@ -13,7 +13,6 @@ from typing import Any
 from litestar import HttpMethod, Request, Response, post, route
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
 from appliance.api.gate import api_key
 from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.openapi import hosted_tools_accepted
@@ -22,6 +21,7 @@ from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
 from appliance.dialects.responses.store import ResponseStore, owner_of
 from appliance.entry import Entry
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError, InvalidRequest, NotFound
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
 from appliance.protocol.responses import Response as ModelResponse

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from litestar import Request, post
 
-from appliance.api.decoding import decode_body
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.entry import Entry
+from appliance.entry.decoding import decode_body
 from appliance.protocol.retrieval import (
     CreateEmbeddingResponse,
     EmbeddingRequest,

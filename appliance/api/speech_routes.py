@@ -10,11 +10,11 @@ from litestar.datastructures import UploadFile
 from litestar.exceptions import ClientException
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_form
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_form
 from appliance.errors import InvalidRequest
 from appliance.media.audio import AudioDecoder
 from appliance.protocol.audio import Transcription, TranscriptionVerbose, Translation, TranslationVerbose

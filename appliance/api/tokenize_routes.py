@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from litestar import Request, post
 
-from appliance.api.decoding import decode_body
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.entry import Entry, named
+from appliance.entry.decoding import decode_body
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from appliance.service import tokenize as service
 

@@ -8,11 +8,11 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import decode_body
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, data_events
 from appliance.entry import Entry, named
+from appliance.entry.decoding import decode_body
 from appliance.media.audio_encode import MEDIA_TYPES
 from appliance.protocol.speech import SpeechRequest
 from appliance.service import tts

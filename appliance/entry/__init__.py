@@ -5,6 +5,8 @@ record (`record`: one per request, whether an HTTP route or a batch line carried
 
 - `calls`: `Entry`, and `named` (the record told the model and user).
 - `record`: `RequestRecord`, the current one (`current_record`) and its access-log line.
+- `decoding`: request bodies decoded strictly into protocol structs, errors naming the field (every
+  route's body, and every line of a batch).
 """
 
 from appliance.entry.calls import Entry, named
