@@ -13,7 +13,7 @@ from appliance.api.gate import api_key
 from appliance.api.handling import json_response
 from appliance.api.profiles import OPERATION, Operation
 from appliance.batches import BatchRunner
-from appliance.entry.decoding import decode_body
+from appliance.entry.decoding import decode_body, decode_json
 from appliance.errors import InvalidRequest
 from appliance.protocol.batches import Batch, BatchCreateRequest, BatchList
 from appliance.store import owner_of
@@ -101,6 +101,9 @@ async def batch(request: Request, batch_id: str, batch_runner: BatchRunner) -> R
     },
 )
 async def cancel_batch(request: Request, batch_id: str, batch_runner: BatchRunner) -> Response:
+    """Cancel the batch; a body is not needed, and one sent must be JSON (as on every route)."""
+    if (await request.body()).strip():
+        decode_json(await request.body())
     return json_response(await batch_runner.cancel(_owner(request), batch_id))
 
 
