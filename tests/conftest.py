@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from appliance.tools.launch import ServerProcess
+from tests.postgres import PostgresServer, Unavailable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The servers the tests start keep their store (state_dir's default) in this session's directory,
@@ -54,6 +55,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(E2E) or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server (tests/postgres.py) for the session; skips, saying why, where
+    PostgreSQL cannot run."""
+    try:
+        server = PostgresServer.start()
+    except Unavailable as exc:
+        pytest.skip(f"no PostgreSQL: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """The URL of a new, empty database on the session's PostgreSQL server."""
+    return postgres.new_database()
 
 
 @pytest.fixture(scope="session")

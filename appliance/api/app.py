@@ -14,6 +14,7 @@ from litestar.di import Provide
 from appliance.api import (
     batch_routes,
     elastic_routes,
+    files_routes,
     lmi_routes,
     messages_routes,
     ollama_routes,
@@ -64,7 +65,7 @@ def create_app(
     runs for the app's lifetime (e.g. the systemd supervisor). `media` loads chat images (default:
     base64 data URLs only); the app closes it. `lmi`: the /invocations settings. `store`: the
     stored responses, files and batches (default: an empty store in memory, the default bounds);
-    its owner closes it (the app's lifespan may run more than once, as in the tests).
+    its opener closes it (a test app runs its lifespan more than once).
     `serve_playground`: the chat page at /playground, a browser's visit to / sent to it."""
     metrics = metrics or Metrics()
     media = media or ImageLoader()
@@ -107,6 +108,7 @@ def create_app(
             lmi_routes.router,
             elastic_routes.router,
             *responses_routes.routes,
+            *files_routes.routes,
             *batch_routes.routes,
             *messages_routes.routers,
             *ollama_routes.routers(playground.PAGE if serve_playground else None),

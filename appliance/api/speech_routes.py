@@ -6,16 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, post
-from litestar.datastructures import UploadFile
-from litestar.exceptions import ClientException
 from litestar.response import Stream
 
+from appliance.api.forms import MULTIPART, read_form
 from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.entry import Entry, named
 from appliance.entry.decoding import convert_form
-from appliance.errors import InvalidRequest
 from appliance.media.audio import AudioDecoder
 from appliance.protocol.audio import Transcription, TranscriptionVerbose, Translation, TranslationVerbose
 from appliance.protocol.transcription_form import TranscriptionForm, TranslationForm
@@ -23,7 +21,6 @@ from appliance.service import speech
 
 __all__ = ["routes"]
 
-MULTIPART = "multipart/form-data"
 _LISTS = ("timestamp_granularities", "include")
 """Form fields that hold a list: their parts are sent repeated, with brackets or without."""
 
@@ -72,7 +69,7 @@ async def translations(request: Request, entry: Entry, audio: AudioDecoder) -> R
 
 
 async def _serve(request: Request, entry: Entry, audio: AudioDecoder, kind: type, task: speech.Task) -> Response:
-    form = convert_form(await _form_fields(request), kind)
+    form = convert_form((await read_form(request, _LISTS)).fields, kind)
     record = named(form.model, None)
     engine = entry.engine(form.model)
     prepared = await unless_disconnected(request, speech.prepare(engine, form, task, audio))
@@ -82,38 +79,6 @@ async def _serve(request: Request, entry: Entry, audio: AudioDecoder, kind: type
     if record is not None:
         record.streams = [answered]
     return Response(body, status_code=200, media_type=media_type)
-
-
-async def _form_fields(request: Request) -> dict[str, Any]:
-    """The form's fields as plain values: the file's bytes, a list for a field sent more than once
-    or named with brackets (`include[]`)."""
-    try:
-        form = await request.form()
-    except ClientException as exc:
-        raise InvalidRequest(
-            f"The request body is not a valid multipart form: {exc.detail}.", code="invalid_form"
-        ) from None
-    except UnicodeDecodeError:
-        raise InvalidRequest(
-            "A form field holds bytes that are not UTF-8 (a file must be sent as a file part, with a filename).",
-            code="invalid_form",
-        ) from None
-    fields: dict[str, Any] = {}
-    for name, value in form.multi_items():
-        if isinstance(value, UploadFile):
-            if name != "file":
-                raise InvalidRequest(f"The form's part '{name}' is a file; only `file` takes one.", param=name)
-            value = await value.read()
-        elif name == "file":
-            raise InvalidRequest("`file` must be sent as a file part (with a filename), not as text.", param="file")
-        listed = name.removesuffix("[]")
-        if listed in _LISTS:  # `include[]=a&include[]=b`, or the bare name repeated
-            fields.setdefault(f"{listed}[]", []).append(value)
-        elif name in fields:
-            raise InvalidRequest(f"The form gives '{name}' more than once.", param=name)
-        else:
-            fields[name] = value
-    return fields
 
 
 routes = [transcriptions, translations]

@@ -3,7 +3,7 @@
 It takes `serve`'s arguments, so `appliance config --port 9000` answers "what would `appliance
 serve --port 9000` do here?". The output is TOML (a settings file to start from), each line
 commented with its source: `default`, `file PATH`, `environment APPLIANCE_NAME`, `flag --name`
-or `argument GRAPHS`; then, as a `# WARNING:` comment, the warning `serve` would print when it
+or `argument GRAPHS` (a password in `store_url` shown as `***`); then, as a `# WARNING:` comment, the warning `serve` would print when it
 listens beyond loopback without API keys.
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from appliance.commands.serve import add_settings_arguments, resolved_settings
 from appliance.settings import exposure_warning, key_file
 
-__all__ = ["register", "run", "toml_value"]
+__all__ = ["register", "run", "toml_value", "without_password"]
 
 
 def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -35,13 +36,26 @@ def register(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def run(args: argparse.Namespace) -> int:
     """Print one `key = value  # source` line per setting."""
     settings, sources = resolved_settings(args)
-    lines = [(f"{name} = {toml_value(getattr(settings, name))}", sources[name]) for name in sources]
+    shown = {name: getattr(settings, name) for name in sources}
+    shown["store_url"] = without_password(settings.store_url)
+    lines = [(f"{name} = {toml_value(value)}", sources[name]) for name, value in shown.items()]
     width = max(len(line) for line, _ in lines)
     for line, source in lines:
         print(f"{line:<{width}}  # {source}")
     if warning := exposure_warning(settings, has_api_keys=key_file(settings.api_key_file, "api-keys") is not None):
         print(f"# WARNING: {warning}")
     return 0
+
+
+def without_password(url: str) -> str:
+    """`postgresql://user:secret@host/db` -> `postgresql://user:***@host/db`: printed settings are
+    pasted into tickets and chats."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=user + host))
 
 
 def toml_value(value: Any) -> str:

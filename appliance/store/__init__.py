@@ -60,9 +60,6 @@ class Store:
     files: FileRows
     batches: BatchRows
 
-    async def aclose(self) -> None:
-        await self.database.aclose()
-
 
 def open_store(url: str = "", state_dir: Path | None = None, limits: StoreLimits | None = None) -> Store:
     """The store at `url`, else in `state_dir`, else in memory (see `open_database`), bounded by

@@ -85,7 +85,10 @@ class Database:
             with self.engine.begin() as connection:
                 return work(connection)
         except sqlalchemy.exc.DBAPIError as exc:
-            log.error("store: %s: %s", self.description, type(exc.orig).__name__ if exc.orig else exc)
+            # The driver's own message (its first line): SQLAlchemy's would add the statement and
+            # its parameters, which hold what clients stored.
+            reason = str(exc.orig).strip().splitlines()[0][:300] if str(exc.orig).strip() else ""
+            log.error("store: %s: %s: %s", self.description, type(exc.orig).__name__, reason)
             raise StoreUnavailable(
                 "The appliance's store (its database) did not answer; try again later.", retry_after=5
             ) from None
@@ -97,11 +100,9 @@ class Database:
             connection.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
     def close(self) -> None:
+        """Wait for the calls in flight, then close the connections."""
         self._pool.shutdown(wait=True)
         self.engine.dispose()
-
-    async def aclose(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.close)
 
 
 def open_database(url: str, state_dir: Path | None) -> Database:

@@ -185,6 +185,16 @@ def test_config_prints_the_settings_and_where_each_came_from(
     assert source["max_body_size"] == "default"
 
 
+def test_config_hides_the_store_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = clean_environment(monkeypatch, tmp_path)
+    monkeypatch.setenv("APPLIANCE_STORE_URL", "postgresql://app:s3cret@db:5432/appliance")
+    assert main(["config", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert 'store_url = "postgresql://app:***@db:5432/appliance"' in out and "s3cret" not in out
+
+
 def _lists() -> dict[str, list[str]]:
     """The empty list settings as TOML reads them back (tuples in Settings)."""
     defaults = msgspec.structs.asdict(Settings())

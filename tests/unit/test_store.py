@@ -1,29 +1,35 @@
-"""The store (`appliance.store`) on SQLite: its schema migrated once and versioned, stored
-responses' bounds and ownership, files' bounds, listing and ownership, and what survives closing
-the database. The same tests run on PostgreSQL in tests/unit/test_store_postgres.py."""
+"""The store (`appliance.store`) on SQLite and on a real PostgreSQL server (tests/postgres.py;
+skipped, saying why, where it cannot run): its schema migrated once and versioned, stored
+responses' bounds and ownership, files' bounds, listing and ownership, what survives closing the
+database, two servers sharing one PostgreSQL store, and a database that stops answering."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from appliance.errors import ConfigError, InvalidRequest, PayloadTooLarge
-from appliance.store import FileRows, ResponseRows, Store, StoreLimits, open_store
+from appliance.store import FileRows, ResponseRows, Store, StoreLimits, StoreUnavailable, open_store, owner_of
 from appliance.store.database import sqlite_file
 from appliance.store.migrations import STEPS
+from tests.postgres import PostgresServer
 
 
 def run(coroutine):
     return asyncio.run(coroutine)
 
 
-@pytest.fixture
-def store(tmp_path: Path):
-    opened = open_store("", tmp_path / "state")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
+    if request.param == "sqlite":
+        opened = open_store("", tmp_path / "state")
+    else:
+        opened = open_store(request.getfixturevalue("postgres_url"))
     yield opened
     opened.database.close()
 
@@ -50,6 +56,15 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         connection.execute("UPDATE schema_version SET version = 99")
     with pytest.raises(ConfigError, match="version 99, newer than this appliance's"):
         open_store("", tmp_path)
+
+
+def test_a_store_that_cannot_be_opened_stops_start_up(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="state_dir: cannot create"):
+        open_store("", tmp_path / "file" / "state")
+    with pytest.raises(ConfigError, match="cannot open PostgreSQL 127.0.0.1:9/db"):
+        open_store("postgresql://user:secret@127.0.0.1:9/db")
+    assert "secret" not in caplog.text and "Connection refused" in caplog.text
 
 
 def test_store_url_must_be_postgresql() -> None:
@@ -172,4 +187,35 @@ def test_limits_reach_the_tables(tmp_path: Path) -> None:
     store = open_store("", tmp_path, limits)
     assert store.responses.max_responses == 7
     assert (store.files.max_file_bytes, store.files.max_file_lines, store.files.max_owner_bytes) == (5, 6, 8)
+    store.database.close()
+
+
+def test_two_servers_share_a_postgresql_store(postgres_url: str) -> None:
+    # Both open (and migrate) at once: one migrates, the other finds it done.
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: open_store(postgres_url), range(2))
+    assert run(first.responses.put(owner_of("key"), "resp_1", b"{}"))
+    assert run(second.responses.get(owner_of("key"), "resp_1")) == b"{}"
+    assert run(second.responses.get(owner_of("other key"), "resp_1")) is None
+    made = run(second.files.create("o", purpose="batch", filename="f", content=b"{}"))
+    assert run(first.files.content("o", made.id)) == b"{}"
+    first.database.close()
+    second.database.close()
+    again = open_store(postgres_url)
+    assert run(again.responses.get(owner_of("key"), "resp_1")) == b"{}"
+    again.database.close()
+
+
+def test_a_database_that_stops_answering_is_a_503(postgres: PostgresServer, postgres_url: str) -> None:
+    store = open_store(postgres_url)
+    name = postgres_url.rsplit("/", 1)[1]
+    import psycopg
+
+    with psycopg.connect(postgres.url(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+    with pytest.raises(StoreUnavailable) as refused:
+        run(store.responses.get("o", "resp_1"))
+    assert refused.value.status == 503 and refused.value.retry_after
+    assert "127.0.0.1" not in refused.value.message and "postgresql://" not in refused.value.message
     store.database.close()

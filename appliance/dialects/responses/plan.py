@@ -38,9 +38,7 @@ from appliance.protocol.openai import (
     ToolCall,
     ToolChoiceFunction,
 )
-from appliance.protocol.response_events import (
-    ResponseEvent,
-)
+from appliance.protocol.response_events import ResponseCompleted, ResponseEvent, ResponseIncomplete
 from appliance.protocol.responses import (
     AllowedTools,
     FunctionTool,
@@ -286,10 +284,12 @@ class ResponseCall:
         self._events = ResponseEvents(plan.response)
 
     async def events(self) -> AsyncIterator[ResponseEvent]:
-        """The stream's events; the response is stored once complete (or incomplete)."""
+        """The stream's events; the response is stored once complete (or incomplete), before the
+        event that says so is sent: a client may send its `previous_response_id` at once."""
         async for event in self._events.stream(self._call.pieces()):
+            if isinstance(event, ResponseCompleted | ResponseIncomplete):
+                await self._keep()
             yield event
-        await self._keep()
 
     async def response(self) -> Response:
         """The whole response (an engine failure is raised)."""
