@@ -2,7 +2,7 @@
 
 A line's answer is written as the line finishes, keyed by (batch, line): a batch resumed after a
 restart skips the lines already answered, and a line is never answered twice (`answer` refuses a
-second write of a line, in the same transaction that checks it). Counts are read from the lines,
+second write of a line: the primary key decides). Counts are read from the lines,
 so the batch object never disagrees with them.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, func, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from appliance.store.database import Database
 from appliance.store.schema import batch_lines, batches
@@ -117,16 +118,18 @@ class BatchRows:
         return await self.database.run(page)
 
     async def answer(self, batch_id: str, line: int, ok: bool, output: bytes) -> bool:
-        """Record line `line`'s answer; False when it was answered already (nothing written)."""
+        """Record line `line`'s answer; False when it was answered already (nothing written: the
+        primary key decides, so two servers answering one line at once keep the first)."""
+        insert = postgresql.insert if self.database.dialect == "postgresql" else sqlite.insert
+        statement = (
+            insert(batch_lines)
+            .values(batch_id=batch_id, line=line, ok=ok, output=output)
+            .on_conflict_do_nothing(index_elements=["batch_id", "line"])
+            .returning(batch_lines.c.line)
+        )
 
         def answer(connection: Connection) -> bool:
-            found = connection.execute(
-                select(batch_lines.c.line).where(batch_lines.c.batch_id == batch_id, batch_lines.c.line == line)
-            ).first()
-            if found is not None:
-                return False
-            connection.execute(batch_lines.insert().values(batch_id=batch_id, line=line, ok=ok, output=output))
-            return True
+            return connection.execute(statement).first() is not None
 
         return await self.database.run(answer)
 

@@ -269,3 +269,28 @@ def test_create_refuses_what_it_cannot_run(body: dict, status: int, param: str) 
         assert answer.status_code == status and answer.json()["error"]["param"] == param
         assert client.get("/v1/batches/batch_nope").status_code == 404
         assert client.get("/v1/batches?limit=0").status_code == 400
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_store(request: pytest.FixtureRequest, tmp_path) -> Store:
+    if request.param == "sqlite":
+        opened = open_store("", tmp_path / "state")
+    else:
+        opened = open_store(request.getfixturevalue("postgres_url"))
+    yield opened
+    opened.database.close()
+
+
+def test_a_line_is_answered_once_however_often_it_is_written(database_store: Store) -> None:
+    rows = database_store.batches
+
+    async def scenario() -> None:
+        assert await rows.answer("batch_a", 0, True, b"first")
+        assert not await rows.answer("batch_a", 0, False, b"second")  # a second server, or a resume
+        assert await rows.answer("batch_a", 1, False, b"other")
+        assert await rows.outputs("batch_a") == [(0, True, b"first"), (1, False, b"other")]
+        assert await rows.answered("batch_a") == {0, 1}
+        counts = await rows.counts(["batch_a"])
+        assert (counts["batch_a"].completed, counts["batch_a"].failed) == (1, 1)
+
+    asyncio.run(scenario())
