@@ -187,9 +187,12 @@ class BatchRun:
         else:
             code, message = "batch_expired", "This request could not be executed before the completion window expired."
         answered = await self.book.rows.answered(self.batch.id)
-        for line in lines:
-            if line.index not in answered:
-                await self.book.rows.answer(self.batch.id, line.index, False, unrun_line(line.custom_id, code, message))
+        unrun = [
+            (line.index, False, unrun_line(line.custom_id, code, message))
+            for line in lines
+            if line.index not in answered
+        ]
+        await self.book.rows.answer_many(self.batch.id, unrun)
 
     async def _file(self, outputs: list[bytes], kind: str) -> str:
         content = b"".join(output + b"\n" for output in outputs)
