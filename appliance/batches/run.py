@@ -27,6 +27,7 @@ import msgspec
 from appliance.batches.answers import RETRYABLE, Answer, answer_line, unrun_line
 from appliance.batches.book import BatchBook
 from appliance.batches.lines import Line, read_lines
+from appliance.engine.host.batch_lane import BatchLane, Preempted
 from appliance.entry import Entry
 from appliance.errors import ApplianceError
 from appliance.protocol.batches import Batch, BatchError, BatchErrors
@@ -119,7 +120,8 @@ class BatchRun:
         finally:
             watcher.cancel()
 
-    def _lane(self, model: str):  # noqa: ANN202  (the engine's BatchLane, or None for a model not served)
+    def _lane(self, model: str) -> BatchLane | None:
+        """The model's batch lane; None for a model not served (its lines are refused at once)."""
         try:
             return self.entry.engine(model).batch_lane
         except ApplianceError:
@@ -130,7 +132,7 @@ class BatchRun:
             self.stopping = self.stopping or "expired"
         return self.stopping == "expired"
 
-    async def _work(self, queue: deque[Line], lane) -> None:  # noqa: ANN001
+    async def _work(self, queue: deque[Line], lane: BatchLane | None) -> None:
         while queue and self.stopping is None and not self._expired():
             line = queue.popleft()
             answer = await self._answer(line, lane)
@@ -139,18 +141,26 @@ class BatchRun:
                 return
             await self.book.rows.answer(self.batch.id, line.index, answer.ok, answer.output)
 
-    async def _answer(self, line: Line, lane) -> Answer | None:  # noqa: ANN001
-        for attempt in range(_RETRIES + 1):
+    async def _answer(self, line: Line, lane: BatchLane | None) -> Answer | None:
+        """The line's answer; None when the batch stopped before it could run. A line preempted by
+        a person's request runs again from the start; one answered "not now" after a pause."""
+        attempt = 0
+        while True:
             if lane is None:
                 return await answer_line(self.entry, self.batch.endpoint, line, self.owner, self.batch.id)
-            async with lane.turn():
+            async with lane.turn() as turn:
                 if self.stopping is not None:
                     return None
-                answer = await answer_line(self.entry, self.batch.endpoint, line, self.owner, self.batch.id)
+                try:
+                    answer = await turn.run(
+                        lambda: answer_line(self.entry, self.batch.endpoint, line, self.owner, self.batch.id)
+                    )
+                except Preempted:
+                    continue
             if answer.status not in RETRYABLE or attempt == _RETRIES:
                 return answer
             await asyncio.sleep(_RETRY_SECONDS[min(attempt, len(_RETRY_SECONDS) - 1)])
-        raise AssertionError("unreachable")
+            attempt += 1
 
     async def _watch(self) -> None:
         """The completion window, and a cancel made on another server sharing the store."""

@@ -294,3 +294,36 @@ def test_a_line_is_answered_once_however_often_it_is_written(database_store: Sto
         assert (counts["batch_a"].completed, counts["batch_a"].failed) == (1, 1)
 
     asyncio.run(scenario())
+
+
+def test_a_person_preempts_the_batch_lines_running_and_they_run_again() -> None:
+    from appliance.engine.host.batch_lane import Preempted
+
+    engine = FakeEngineClient()
+    engine.hold = True  # the batch line's request runs until cancelled
+
+    async def scenario() -> None:
+        engine.start()
+
+        async def line() -> None:
+            stream = await engine.submit(*_prompt())
+            try:
+                async for _ in stream:
+                    pass
+            finally:
+                stream.cancel()  # as the service's readers do when their task ends
+
+        async with engine.batch_lane.turn() as turn:
+            running = asyncio.ensure_future(turn.run(line))
+            await asyncio.sleep(0.05)
+            assert engine.in_flight == 1 and engine.live_in_flight == 0
+            live = engine.reserve()  # a person arrives
+            with pytest.raises(Preempted):
+                await running
+        await asyncio.sleep(0.01)  # the Cancel frame reaches the fake engine
+        assert engine.cancelled and engine.batch_lane.preemptions == 1
+        assert not engine.batch_lane.free()  # the person is served first
+        live.release()
+        assert engine.batch_lane.free()
+
+    asyncio.run(scenario())

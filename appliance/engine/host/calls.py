@@ -126,12 +126,14 @@ class EngineCalls:
         # (an embedding model named in chat, a chat model in /v1/embeddings).
         self.require(task)
         self._check_ready()
-        # Batch lines do not count: a batch never turns a person away (`batch_lane`).
+        # Batch lines do not count: a batch never turns a person away, and a person's request
+        # preempts the batch lines running (`batch_lane`).
         if self.live_in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
                 f"Model '{self.name}' has {self.live_in_flight} requests in flight, its limit; try again shortly.",
                 retry_after=1,
             )
+        self.batch_lane.preempt()
 
     async def submit(
         self,
