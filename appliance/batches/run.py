@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -50,14 +50,23 @@ class BatchRun:
     """The run of one batch of `owner`; `cancel()` from the routes, `run()` as its task."""
 
     def __init__(
-        self, entry: Entry, book: BatchBook, files: FileRows, owner: str, batch: Batch, clock: Callable[[], float]
+        self,
+        entry: Entry,
+        book: BatchBook,
+        files: FileRows,
+        owner: str,
+        batch: Batch,
+        clock: Callable[[], float],
+        renew: Callable[[], Awaitable[bool]],
     ) -> None:
+        """`renew()`: keep this server's lease on the batch (a shared store)."""
         self.entry = entry
         self.book = book
         self.files = files
         self.owner = owner
         self.batch = batch
         self.clock = clock
+        self.renew = renew
         self.stopping: str | None = None
         """"cancelled" or "expired" once no new line may start."""
 
@@ -163,9 +172,13 @@ class BatchRun:
             attempt += 1
 
     async def _watch(self) -> None:
-        """The completion window, and a cancel made on another server sharing the store."""
+        """The completion window, a cancel made on another server sharing the store, the lease."""
         while self.stopping is None:
             await asyncio.sleep(_WATCH_SECONDS)
+            try:
+                await self.renew()
+            except ApplianceError:  # the store did not answer: the lines' own writes will say so
+                log.warning("batch %s: its lease could not be renewed", self.batch.id)
             if not self._expired() and await self.book.status(self.batch.id) in _STOPPED_BY_OTHERS:
                 self.stopping = "cancelled"
 

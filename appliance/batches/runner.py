@@ -1,5 +1,10 @@
 """`BatchRunner`: the batches of every API key, created, read, cancelled, and run in tasks of the
-server's event loop; those unfinished when the server stopped (or was killed) resume at start."""
+server's event loop; those unfinished when the server stopped (or was killed) resume at start.
+
+On a store servers share (PostgreSQL), each batch runs on one server at a time: a server holds a
+lease on the batch it runs and renews it every second; the others look every fifteen seconds for
+unfinished batches whose lease ran out (a server that died) and take them over, resuming where
+the store says the batch stands."""
 
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ log = logging.getLogger("appliance.batches")
 
 COMPLETION_WINDOW_SECONDS = 24 * 3600
 """`completion_window: "24h"`, the one OpenAI accepts."""
+LEASE_SECONDS = 30.0
+"""How long a batch stays a server's on a shared store without it renewing (each second while it runs)."""
 
 
 class BatchRunner:
@@ -34,6 +41,9 @@ class BatchRunner:
         self.clock = clock
         self._runs: dict[str, tuple[BatchRun, asyncio.Task[None]]] = {}
         self._resuming: asyncio.Task[None] | None = None
+        self.runner_id = uuid.uuid4().hex
+        self._shared = store.database.dialect == "postgresql"
+        """Other servers may run this store's batches: each batch is run under a lease."""
 
     def start(self) -> None:
         """Resume, in the background, every batch the store holds unfinished (the server serves
@@ -41,15 +51,23 @@ class BatchRunner:
         self._resuming = asyncio.get_running_loop().create_task(self._resume(), name="batches resumed")
 
     async def _resume(self) -> None:
-        try:
-            unfinished = await self.book.unfinished()
-        except Exception:
-            log.exception("batches: the store could not be read; unfinished batches resume at the next start")
-            return
-        for owner, batch in unfinished:
-            if batch.id not in self._runs:
-                log.info("batch %s: resuming (%s)", batch.id, batch.status)
-                self._spawn(owner, batch)
+        # On a shared store, again and again: a batch whose server died is taken over once its
+        # lease has run out.
+        while True:
+            try:
+                for owner, batch in await self.book.unfinished():
+                    if batch.id not in self._runs and await self._claim(batch.id):
+                        log.info("batch %s: resuming (%s)", batch.id, batch.status)
+                        self._spawn(owner, batch)
+            except Exception:
+                log.exception("batches: the store could not be read; unfinished batches wait")
+            if not self._shared:
+                return
+            await asyncio.sleep(LEASE_SECONDS / 2)
+
+    async def _claim(self, batch_id: str) -> bool:
+        """Hold (or keep holding) the batch for this server; always, on a store no other shares."""
+        return not self._shared or await self.book.rows.claim(batch_id, self.runner_id, LEASE_SECONDS)
 
     async def stop(self) -> None:
         """Stop every run where it stands (the store keeps what was answered)."""
@@ -59,11 +77,6 @@ class BatchRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def idle(self) -> None:
-        """Wait until no batch runs (tests, tools)."""
-        while self._runs:
-            await asyncio.gather(*(task for _, task in list(self._runs.values())), return_exceptions=True)
 
     async def create(self, owner: str, request: BatchCreateRequest) -> Batch:
         """A new batch of `owner` over its input file, `validating`; it runs in the background."""
@@ -92,6 +105,7 @@ class BatchRunner:
             metadata=request.metadata,
         )
         await self.book.create(owner, batch)
+        await self._claim(batch.id)  # a new batch is nobody else's
         self._spawn(owner, batch)
         return batch
 
@@ -129,7 +143,7 @@ class BatchRunner:
         return await self.get(owner, batch_id)
 
     def _spawn(self, owner: str, batch: Batch) -> None:
-        run = BatchRun(self.entry, self.book, self.files, owner, batch, self.clock)
+        run = BatchRun(self.entry, self.book, self.files, owner, batch, self.clock, renew=lambda: self._claim(batch.id))
         task = asyncio.get_running_loop().create_task(self._guarded(run), name=f"batch {batch.id}")
         self._runs[batch.id] = (run, task)
         task.add_done_callback(lambda _: self._runs.pop(batch.id, None))

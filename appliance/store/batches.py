@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, func, select, tuple_, update
+from sqlalchemy import Connection, and_, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from appliance.store.database import Database
@@ -72,6 +72,23 @@ class BatchRows:
             return result.rowcount > 0
 
         return await self.database.run(save)
+
+    async def claim(self, batch_id: str, runner: str, seconds: float) -> bool:
+        """Hold the batch for `runner` for `seconds` from now (Unix time); False while another
+        runner's lease on it lasts. Claiming again renews."""
+        now = time.time()
+
+        def claim(connection: Connection) -> bool:
+            free = or_(batches.c.lease_owner.is_(None), batches.c.lease_owner == runner, batches.c.lease_until < now)
+            statement = (
+                update(batches)
+                .where(batches.c.id == batch_id, free)
+                .values(lease_owner=runner, lease_until=now + seconds)
+                .returning(batches.c.id)
+            )
+            return connection.execute(statement).first() is not None
+
+        return await self.database.run(claim)
 
     async def status(self, batch_id: str) -> str | None:
         def status(connection: Connection) -> str | None:

@@ -70,12 +70,16 @@ batches = Table(
     Column("status", String(16), nullable=False),
     Column("seq", BigInteger, nullable=False),
     Column("body", LargeBinary, nullable=False),
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_until", Float, nullable=True),
     Index("batches_owner", "owner", "seq"),
     Index("batches_status", "status"),
 )
 """Batches of `/v1/batches`: `body` is the batch object's JSON (its request counts read from
 `batch_lines`), `status` a copy of its status to find the unfinished ones at start, `seq`
-nanoseconds at creation (the order of a listing)."""
+nanoseconds at creation (the order of a listing); `lease_owner` the server running it until
+`lease_until` (Unix seconds), renewed while it runs, so servers sharing PostgreSQL run each batch
+once and take over a dead server's."""
 
 batch_lines = Table(
     "batch_lines",

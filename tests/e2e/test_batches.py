@@ -169,3 +169,25 @@ def test_a_batch_killed_mid_way_resumes_and_answers_every_line_once(graphs: Path
         done = until_final(server, batch.id)
         assert_answered_once(server, done, 200)
         assert f"batch {batch.id}: resuming" in server.log()
+
+
+def test_a_second_appliance_takes_over_a_batch_whose_server_died(
+    graphs: Path, tmp_path: Path, postgres_url: str
+) -> None:
+    shared = ("--store-url", postgres_url)
+    (tmp_path / "a").mkdir()
+    first = start_server(graphs, tmp_path / "a" / "server.log", *shared)
+    with running_server(graphs, tmp_path / "b.log", *shared) as second:
+        try:
+            batch = submit(first, chat_lines(200, max_tokens=16))
+            deadline = time.monotonic() + 300
+            while second.client().batches.retrieve(batch.id).request_counts.completed < 30:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert f"batch {batch.id}: resuming" not in second.log()  # the first server's, while it lives
+        finally:
+            first.process.kill()
+            first.process.wait(10)
+        done = until_final(second, batch.id, timeout=300)  # once the lease of the dead server ran out
+        assert_answered_once(second, done, 200)
+        assert f"batch {batch.id}: resuming" in second.log()

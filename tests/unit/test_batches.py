@@ -327,3 +327,28 @@ def test_a_person_preempts_the_batch_lines_running_and_they_run_again() -> None:
         assert engine.batch_lane.free()
 
     asyncio.run(scenario())
+
+
+def test_a_batch_is_one_servers_until_its_lease_runs_out(database_store: Store) -> None:
+    from appliance.batches.book import BatchBook
+
+    rows = database_store.batches
+    batch = Batch(
+        id="batch_l",
+        endpoint="/v1/chat/completions",
+        input_file_id="f",
+        completion_window="24h",
+        status="in_progress",
+        created_at=0,
+    )
+
+    async def scenario() -> None:
+        await BatchBook(rows).create("", batch)
+        assert await rows.claim("batch_l", "server-a", 0.3)
+        assert not await rows.claim("batch_l", "server-b", 30)  # a's lease lasts
+        assert await rows.claim("batch_l", "server-a", 0.3)  # renewed
+        await asyncio.sleep(0.4)
+        assert await rows.claim("batch_l", "server-b", 30)  # a died: b takes over
+        assert not await rows.claim("batch_l", "server-a", 30)
+
+    asyncio.run(scenario())
