@@ -12,6 +12,7 @@ from litestar import Litestar
 from litestar.di import Provide
 
 from appliance.api import (
+    batch_routes,
     elastic_routes,
     files_routes,
     lmi_routes,
@@ -30,9 +31,11 @@ from appliance.api import (
 )
 from appliance.api.errors import exception_handlers
 from appliance.api.loop_monitor import LoopMonitor
+from appliance.batches import BatchRunner
 from appliance.dialects.lmi import LmiOptions
 from appliance.dialects.realtime.session import RealtimeLimits
 from appliance.dialects.responses.store import ResponseStore
+from appliance.entry import Entry
 from appliance.media import ImageLoader
 from appliance.metrics import Metrics
 from appliance.runtime.registry import ModelRegistry
@@ -71,6 +74,8 @@ def create_app(
     metrics = metrics or Metrics()
     media = media or ImageLoader()
     store = store or open_store()
+    entry = Entry(models, media, ResponseStore(store.responses))
+    batch_runner = BatchRunner(entry, store)
     monitor = LoopMonitor(on_sample=metrics.event_loop_lag.observe)
     for pool in media.pools():
         metrics.work_pool_running.labels(pool=pool.name).set_function(lambda pool=pool: pool.running)
@@ -84,9 +89,11 @@ def create_app(
                 if engine.graph.load == "start":  # the others load on their first request
                     engine.start()
         task = asyncio.get_running_loop().create_task(background()) if background else None
+        batch_runner.start()  # batches a stop or a crash interrupted resume
         try:
             yield
         finally:
+            await batch_runner.stop()
             if task is not None:
                 task.cancel()
             monitor.stop()
@@ -106,6 +113,7 @@ def create_app(
             elastic_routes.router,
             *responses_routes.routes,
             *files_routes.routes,
+            *batch_routes.routes,
             *messages_routes.routers,
             *ollama_routes.routers(playground.PAGE if serve_playground else None),
             *tokenize_routes.routes,
@@ -127,7 +135,9 @@ def create_app(
             "realtime_limits": Provide(provide(realtime or RealtimeLimits()), sync_to_thread=False),
             "lmi_options": Provide(provide(lmi or LmiOptions()), sync_to_thread=False),
             "store": Provide(provide(store), sync_to_thread=False),
-            "response_store": Provide(provide(ResponseStore(store.responses)), sync_to_thread=False),
+            "response_store": Provide(provide(entry.responses), sync_to_thread=False),
+            "entry": Provide(provide(entry), sync_to_thread=False),
+            "batch_runner": Provide(provide(batch_runner), sync_to_thread=False),
         },
         exception_handlers=exception_handlers,
         lifespan=[lifespan],

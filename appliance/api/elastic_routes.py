@@ -14,16 +14,15 @@ from typing import Any
 from litestar import Request, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
-from appliance.api.handling import open_recorded_chat, record_request
+from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, named_events
 from appliance.dialects import elastic
+from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
-from appliance.media import ImageLoader
 from appliance.protocol.elastic import ElasticError, ErrorCause, ErrorDetail
 from appliance.protocol.openai import ChatCompletionRequest
-from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["PROFILE", "router"]
 
@@ -46,15 +45,13 @@ def _error_body(exc: ApplianceError, _: Mapping[str, Any]) -> ElasticError:
         )
     },
 )
-async def chat_completion_stream(
-    request: Request, inference_id: str, models: ModelRegistry, media: ImageLoader
-) -> Stream:
+async def chat_completion_stream(request: Request, inference_id: str, entry: Entry) -> Stream:
     """A streamed chat completion, each chunk as `{"chat_completion": chunk}`."""
     parsed = decode_json(await request.body())
-    engine = elastic.chat_engine(models, parsed, inference_id)
+    engine = elastic.chat_engine(entry.models, parsed, inference_id)
     body = convert_body(elastic.chat_body(parsed, engine.name), ChatCompletionRequest)
-    record_request(engine.name, body.user)
-    call = await open_recorded_chat(request, engine, body, media)
+    named(engine.name, body.user)
+    call = await unless_disconnected(request, entry.open_chat(engine, body))
     return Stream(
         named_events(elastic.wrapped_chunks(call), "message"),
         media_type="text/event-stream",

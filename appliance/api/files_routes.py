@@ -13,11 +13,11 @@ from typing import Any
 
 from litestar import HttpMethod, Request, Response, get, route
 
-from appliance.api.decoding import convert_form
 from appliance.api.forms import MULTIPART, read_form
 from appliance.api.gate import api_key
 from appliance.api.handling import json_response
 from appliance.api.profiles import OPERATION, Operation
+from appliance.entry.decoding import convert_form
 from appliance.errors import InvalidRequest, NotFound
 from appliance.protocol.files import FileDeleted, FileList, FileObject, FileUploadForm
 from appliance.store import FileRecord, Store, owner_of

@@ -11,16 +11,12 @@ types a route takes) the gate reads from their profiles (`profiles.Dialects`), n
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import hmac
 import ipaddress
-import json
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -37,12 +33,10 @@ from appliance.api.socket_edge import (
     send_json_answer,
     subprotocol_key,
 )
-from appliance.logs import capped
+from appliance.entry.record import RECORDED_CHARS, RequestRecord, current_record, log_line
 from appliance.metrics import Metrics
 
 __all__ = ["RECORDED_CHARS", "Gate", "RequestRecord", "api_key", "current_record"]
-
-access_log = logging.getLogger("appliance.access")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -50,33 +44,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@dataclass
-class RequestRecord:
-    """What the access log says about one request; handlers fill in model, user and streams.
-
-    Every string it is given is capped at `RECORDED_CHARS` as it is set: the model and user come
-    from the body, on every route (an 8 MB `user` once went whole into each access line)."""
-
-    request_id: str
-    model: str | None = None
-    user: str | None = None
-    streams: Sequence[Any] = field(default_factory=tuple)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, capped(value, RECORDED_CHARS) if isinstance(value, str) else value)
-
-
-RECORDED_CHARS = 256
-"""Of each string a `RequestRecord` holds (OpenAI's and Anthropic's ids are far shorter)."""
-
-
 ADMIN_PREFIX = "/admin/"
 METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "WEBSOCKET"})
 """Methods that label metrics as themselves; any other is `other` (h11 accepts any token as a
 method: 2,000 invented 8 KB methods grew /metrics from 5 KB to 32 MB)."""
-
-_LOGGED_CHARS = 2048
-"""Of a request's method and path in its access log line (both arrive from unauthenticated clients)."""
 
 # status, message, type, code, extra headers: the arguments of `_error` after `send`.
 _Refusal = tuple[int, str, str, str, list[tuple[bytes, bytes]]]
@@ -102,8 +73,6 @@ _FOREIGN_ORIGIN = (
 
 API_KEY_STATE = "api_key"
 """The request state entry holding the API key the client presented (see `api_key`)."""
-
-current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("current_record", default=None)
 
 
 class Gate:
@@ -299,18 +268,16 @@ class Gate:
         status = outcome["status"] or 499
         if self.metrics:
             self.metrics.http_requests.labels(self._route_label(scope), "WEBSOCKET", str(status)).inc()
-        line: dict[str, Any] = {
-            "event": "websocket",
-            "id": record.request_id,
-            "path": capped(scope["path"], _LOGGED_CHARS),
-            "status": status,
-            "latency_ms": round(seconds * 1000, 1),
-            "messages_in": outcome["received"],
-            "messages_out": outcome["sent"],
-        }
-        if record.model:
-            line["model"] = record.model
-        access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+        log_line(
+            record,
+            "WEBSOCKET",
+            scope["path"],
+            status,
+            seconds,
+            event="websocket",
+            messages_in=outcome["received"],
+            messages_out=outcome["sent"],
+        )
 
     def _access_refusal(self, scope: Scope, key: bytes | None) -> _Refusal | None:
         """Why the client may not call this route (API key, admin key, loopback), or None.
@@ -358,28 +325,7 @@ class Gate:
             self.metrics.http_requests.labels(self._route_label(scope), method, str(status or 499)).inc()
         if path in ("/health", "/health/live", "/metrics"):
             return  # probes every few seconds would drown the log
-        streams = record.streams
-        line: dict[str, Any] = {
-            "event": "request",
-            "id": record.request_id,
-            "method": capped(scope["method"], _LOGGED_CHARS),
-            "path": capped(path, _LOGGED_CHARS),
-            "status": status or 499,
-            "latency_ms": round(seconds * 1000, 1),
-        }
-        if record.model:
-            line["model"] = record.model
-        if streams:
-            line["prompt_tokens"] = sum(s.prompt_tokens for s in streams)
-            line["completion_tokens"] = sum(s.completion_tokens or s.tokens_seen for s in streams)
-            first = [s.first_token_at - s.submitted_at for s in streams if s.first_token_at is not None]
-            if first:
-                line["ttft_ms"] = round(min(first) * 1000, 1)
-            reasons = sorted({s.finish_reason or "cancelled" for s in streams})
-            line["finish_reason"] = ",".join(reasons)
-        if record.user:
-            line["user"] = record.user
-        access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+        log_line(record, scope["method"], path, status, seconds)
 
 
 def refusal_param(code: str) -> str | None:

@@ -1,6 +1,5 @@
-"""What every dialect's handlers share: watching for the client leaving, naming the request in the
-access log, opening a chat call, and JSON answers. The OpenAI, LMI and Elasticsearch routes all use
-these.
+"""What every dialect's handlers share over HTTP: watching for the client leaving, and JSON answers.
+Naming the request in the access log and opening its call are the entry's (`entry.Entry`).
 """
 
 from __future__ import annotations
@@ -12,13 +11,8 @@ from typing import TypeVar
 from litestar import Request, Response
 
 from appliance.api.errors import ClientDisconnected
-from appliance.api.gate import RequestRecord, current_record
-from appliance.engine import EngineClient
-from appliance.media import ImageLoader
-from appliance.protocol.openai import ChatCompletionRequest
-from appliance.service.chat import ChatCall, FieldNames, open_chat
 
-__all__ = ["json_response", "open_recorded_chat", "record_request", "unless_disconnected"]
+__all__ = ["json_response", "unless_disconnected"]
 
 T = TypeVar("T")
 
@@ -47,32 +41,6 @@ async def _disconnect(request: Request) -> None:
         pass
 
 
-def record_request(model: str, user: str | None) -> RequestRecord | None:
-    """The access-log record of this request, naming its model and user (None when served without
-    the gate, e.g. in tests); the handler adds the engine streams once submitted."""
-    record = current_record.get()
-    if record is not None:
-        record.model, record.user = model, user
-    return record
-
-
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """`payload` as JSON with `status` (and `headers`)."""
     return Response(payload, status_code=status, media_type="application/json", headers=headers)
-
-
-async def open_recorded_chat(
-    request: Request,
-    engine: EngineClient,
-    body: ChatCompletionRequest,
-    media: ImageLoader,
-    names: FieldNames | None = None,
-) -> ChatCall:
-    """`body` planned and submitted to `engine` (cancelled if the client leaves first), its stream
-    added to the access-log record the route named with `record_request`; `names`: a dialect's
-    field names (`service.chat.open_chat`)."""
-    call = await unless_disconnected(request, open_chat(engine, body, media, names))
-    record = current_record.get()
-    if record is not None:
-        record.streams = [call.stream]
-    return call

@@ -15,17 +15,16 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
-from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, ErrorResponse, Operation
 from appliance.api.sse import HEADERS, data_events, event_stream, json_lines
 from appliance.dialects import lmi
 from appliance.engine import EngineClient
+from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
-from appliance.media import ImageLoader
 from appliance.protocol.lmi import GeneratedText, InvocationRequest, ValidationError
 from appliance.protocol.openai import ChatCompletion, ChatCompletionRequest
-from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["PROFILE", "router"]
 
@@ -43,13 +42,13 @@ def _stream(chunks: object, options: lmi.LmiOptions, *, chat: bool) -> Stream:
 
 
 async def _chat(
-    request: Request, engine: EngineClient, parsed: dict[str, object], media: ImageLoader, options: lmi.LmiOptions
+    request: Request, entry: Entry, engine: EngineClient, parsed: dict[str, object], options: lmi.LmiOptions
 ) -> Response:
     # LMI's chat schema makes `model` optional: the route already chose the model.
     parsed.setdefault("model", engine.name)
     body = convert_body(parsed, ChatCompletionRequest)
-    record_request(engine.name, body.user)
-    call = await open_recorded_chat(request, engine, body, media)
+    named(engine.name, body.user)
+    call = await unless_disconnected(request, entry.open_chat(engine, body))
     if body.stream:
         return _stream(call.chunks(), options, chat=True)
     return json_response(await unless_disconnected(request, call.completion()))
@@ -78,18 +77,19 @@ def _error_body(exc: ApplianceError, state: Mapping[str, Any]) -> object:
     },
 )
 async def invocations(
-    request: Request, models: ModelRegistry, media: ImageLoader, lmi_options: lmi.LmiOptions, model: str | None = None
+    request: Request, entry: Entry, lmi_options: lmi.LmiOptions, model: str | None = None
 ) -> Response:
     """LMI rolling-batch / dynamic-batch generation, or chat completions when `messages` is sent."""
     parsed = decode_json(await request.body())  # once, for both schemas
     if isinstance(parsed, dict) and "messages" in parsed:
         request.state[_OPENAI_ERRORS] = True  # a chat body's errors keep OpenAI's envelope
         # A chat body's own `model` chooses, when the path names none; the default only without.
-        named = model or (parsed["model"] if isinstance(parsed.get("model"), str) else None)
-        return await _chat(request, lmi.invocation_engine(models, lmi_options, named), parsed, media, lmi_options)
-    engine = lmi.invocation_engine(models, lmi_options, model)
+        chosen = model or (parsed["model"] if isinstance(parsed.get("model"), str) else None)
+        engine = lmi.invocation_engine(entry.models, lmi_options, chosen)
+        return await _chat(request, entry, engine, parsed, lmi_options)
+    engine = lmi.invocation_engine(entry.models, lmi_options, model)
     body = convert_body(parsed, InvocationRequest)
-    record = record_request(engine.name, None)
+    record = named(engine.name, None)
     generation = await unless_disconnected(request, lmi.open_generation(engine, body))
     if record:
         record.streams = generation.streams

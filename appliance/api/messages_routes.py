@@ -2,7 +2,7 @@
 `POST /messages/count_tokens`.
 
 A message is planned as a chat completion (`dialects.anthropic`) and submitted the way chat
-completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
+completions are (`entry.Entry.open_chat`: admission, cancellation when the client leaves,
 the access log); token counting renders the prompt as `/tokenize` does. The routes' profile
 (`PROFILE`) tells the edge what is Anthropic's: every error on these routes, Litestar's own and the
 gate's refusals included, in Anthropic's shape (`dialects.anthropic.errors`), the key also read
@@ -17,9 +17,7 @@ from typing import Any, TypeVar
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
-from appliance.api.gate import current_record
-from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.openapi import hosted_tools_accepted
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, typed_events
@@ -27,10 +25,10 @@ from appliance.dialects.anthropic.errors import error_body
 from appliance.dialects.anthropic.output import MessageEvents
 from appliance.dialects.anthropic.plan import count_request, plan_message, prepare_body
 from appliance.dialects.hosted_tools import HostedTools
+from appliance.entry import Entry, current_record, named
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError
-from appliance.media import ImageLoader
 from appliance.protocol.anthropic import AnthropicErrorBody, CountTokensRequest, Message, MessagesRequest, TokenCount
-from appliance.runtime.registry import ModelRegistry
 from appliance.service import tokenize as tokenizer
 
 __all__ = ["PROFILE", "routers"]
@@ -65,16 +63,16 @@ def _body(raw: bytes, kind: type[T]) -> tuple[T, HostedTools]:
         )
     },
 )
-async def create_message(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+async def create_message(request: Request, entry: Entry) -> Response:
     body, hosted = _body(await request.body(), MessagesRequest)
     user = body.metadata.user_id if body.metadata is not None else None
-    record_request(body.model, user)  # the access log names the model even when it is unknown
-    engine = models.get(body.model)
+    named(body.model, user)  # the access log names the model even when it is unknown
+    engine = entry.engine(body.model)
     try:
         plan = plan_message(body, engine.tools.reasoning, hosted, engine.graph.limits.max_tokens_limit)
     except ApplianceError as exc:
         raise hosted.rename(exc) from None
-    call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
+    call = await unless_disconnected(request, entry.open_chat(engine, plan.chat, plan.field_name))
     events = MessageEvents(body.model, call.stream.prompt_tokens, show_thinking=_show_thinking(body))
     if body.stream:
         headers = {**HEADERS, **hosted.headers()}
@@ -99,11 +97,11 @@ def _show_thinking(body: MessagesRequest) -> bool:
         )
     },
 )
-async def count_tokens(request: Request, models: ModelRegistry) -> Response:
+async def count_tokens(request: Request, entry: Entry) -> Response:
     """The prompt's tokens as a create renders it (system, messages, tools); images are refused."""
     body, hosted = _body(await request.body(), CountTokensRequest)
-    record_request(body.model, None)
-    engine = models.get(body.model)
+    named(body.model, None)
+    engine = entry.engine(body.model)
     tokenize, plan = count_request(body, engine.tools.reasoning, hosted)
     try:
         answer = await unless_disconnected(request, tokenizer.tokenize(engine, tokenize))

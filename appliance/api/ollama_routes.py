@@ -1,7 +1,7 @@
 """Ollama's API under /api, and `GET /` / `HEAD /` as Ollama's clients probe a server.
 
 `/api/chat` and `/api/generate` are planned as chat completions (`dialects.ollama`; raw generation
-as a completion) and submitted the way every chat is (`handling.open_recorded_chat`: bounds,
+as a completion) and submitted the way every chat is (`entry.Entry.open_chat`: bounds,
 admission, cancellation when the client leaves, the access log); they stream one JSON object per
 line by default (`application/x-ndjson`), as Ollama does, or answer whole with `stream: false`.
 `/api/embed` and `/api/embeddings` are `/v1/embeddings` (`service.retrieval`): the same vectors.
@@ -28,9 +28,7 @@ from typing import Any
 from litestar import Request, Response, Router, delete, get, head, post
 from litestar.response import Redirect, Stream
 
-from appliance.api.decoding import decode_body
-from appliance.api.gate import RequestRecord
-from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, DialectProfile, Operation
 from appliance.api.sse import HEADERS, json_lines
 from appliance.dialects.ollama.errors import error_body
@@ -38,8 +36,9 @@ from appliance.dialects.ollama.models import find_model, listed, running, shown
 from appliance.dialects.ollama.output import Answer, created_at, raw_lines, raw_whole
 from appliance.dialects.ollama.plan import UNLOAD, keep_alive_seconds, plan_chat, plan_generate
 from appliance.engine import EngineClient
+from appliance.entry import Entry, RequestRecord, named
+from appliance.entry.decoding import decode_body
 from appliance.errors import ApplianceError, InvalidRequest, NotFound, unsupported
-from appliance.media import ImageLoader
 from appliance.protocol.ollama import (
     AnswerMessage,
     ChatRequest,
@@ -172,16 +171,17 @@ _TEXT_STREAM = "one JSON object per line (done: false), the last with done: true
         )
     },
 )
-async def chat(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+async def chat(request: Request, entry: Entry) -> Response:
+    models = entry.models
     started = time.monotonic()
     body = decode_body(await request.body(), ChatRequest)
-    record_request(body.model, None)  # the access log names the model even when it is unknown
+    named(body.model, None)  # the access log names the model even when it is unknown
     engine = find_model(models, body.model)
     keep_alive = keep_alive_seconds(body.keep_alive)
     if not body.messages:
         return await _load_or_unload(request, models, engine, keep_alive, "chat")
     plan = plan_chat(body, engine.graph, engine.tools.reasoning)
-    call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)  # type: ignore[arg-type]
+    call = await unless_disconnected(request, entry.open_chat(engine, plan.chat, plan.field_name))  # type: ignore[arg-type]
     answer = Answer(body.model, "chat", call.stream, started)
     return await _respond(request, models, engine, keep_alive, body.stream, *_rendered(answer, call))
 
@@ -199,17 +199,18 @@ async def chat(request: Request, models: ModelRegistry, media: ImageLoader) -> R
         )
     },
 )
-async def generate(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+async def generate(request: Request, entry: Entry) -> Response:
+    models = entry.models
     started = time.monotonic()
     body = decode_body(await request.body(), GenerateRequest)
-    record = record_request(body.model, None)
+    record = named(body.model, None)
     engine = find_model(models, body.model)
     keep_alive = keep_alive_seconds(body.keep_alive)
     if not body.prompt and not body.images:
         return await _load_or_unload(request, models, engine, keep_alive, "generate")
     plan = plan_generate(body, engine.graph, engine.tools.reasoning)
     if plan.chat is not None:
-        call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
+        call = await unless_disconnected(request, entry.open_chat(engine, plan.chat, plan.field_name))
         answer = Answer(body.model, "generate", call.stream, started)
         return await _respond(request, models, engine, keep_alive, body.stream, *_rendered(answer, call))
     try:
@@ -262,7 +263,7 @@ async def _vectors(
 async def embed(request: Request, models: ModelRegistry) -> Response:
     started = time.monotonic()
     body = decode_body(await request.body(), EmbedRequest)
-    record = record_request(body.model, None)
+    record = named(body.model, None)
     engine = find_model(models, body.model)
     keep_alive_seconds(body.keep_alive)  # checked; the graph decides when the model unloads
     texts = ([body.input] if body.input else []) if isinstance(body.input, str) else body.input
@@ -290,7 +291,7 @@ async def embed(request: Request, models: ModelRegistry) -> Response:
 )
 async def embeddings(request: Request, models: ModelRegistry) -> Response:
     body = decode_body(await request.body(), EmbeddingsRequest)
-    record = record_request(body.model, None)
+    record = named(body.model, None)
     engine = find_model(models, body.model)
     keep_alive_seconds(body.keep_alive)
     if not body.prompt:

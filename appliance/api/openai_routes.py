@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from litestar import Request, Response, Router, get, post
 from litestar.response import Stream
 
-from appliance.api.decoding import decode_body
-from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
 from appliance.engine import EngineClient
-from appliance.media import ImageLoader
+from appliance.entry import Entry
+from appliance.entry.decoding import decode_body
 from appliance.protocol.anthropic import ModelInfo, ModelInfoList
 from appliance.protocol.openai import (
     ChatCompletion,
@@ -23,9 +23,7 @@ from appliance.protocol.openai import (
     Model,
     ModelList,
 )
-from appliance.runtime.registry import ModelRegistry
 from appliance.service import completions as service
-from appliance.service.field_policy import check_stream_options
 
 __all__ = ["router"]
 
@@ -44,11 +42,9 @@ _STARTED = int(time.time())
         )
     },
 )
-async def chat_completions(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+async def chat_completions(request: Request, entry: Entry) -> Response:
     body = decode_body(await request.body(), ChatCompletionRequest)
-    record_request(body.model, body.user)  # the access log names the model even when it is unknown
-    check_stream_options(body.stream, body.stream_options)
-    call = await open_recorded_chat(request, models.get(body.model), body, media)
+    call = await unless_disconnected(request, entry.chat(body))
     if body.stream:
         return Stream(event_stream(call.chunks()), media_type="text/event-stream", headers=HEADERS)
     return json_response(await unless_disconnected(request, call.completion()))
@@ -66,14 +62,9 @@ async def chat_completions(request: Request, models: ModelRegistry, media: Image
         )
     },
 )
-async def completions(request: Request, models: ModelRegistry) -> Response:
+async def completions(request: Request, entry: Entry) -> Response:
     body = decode_body(await request.body(), CompletionRequest)
-    record = record_request(body.model, body.user)
-    check_stream_options(body.stream, body.stream_options)
-    engine = models.get(body.model)
-    streams = await unless_disconnected(request, service.open_completion(engine, body))
-    if record:
-        record.streams = streams
+    streams = await unless_disconnected(request, entry.completion(body))
     if body.stream:
         chunks = service.completion_chunks(body, streams)
         return Stream(event_stream(chunks), media_type="text/event-stream", headers=HEADERS)
@@ -111,12 +102,12 @@ def _anthropic(request: Request) -> bool:
         )
     },
 )
-async def list_models(request: Request, models: ModelRegistry) -> Response:
+async def list_models(request: Request, entry: Entry) -> Response:
     if _anthropic(request):
-        infos = [_model_info(engine) for engine in models]
+        infos = [_model_info(engine) for engine in entry.models]
         first, last = (infos[0].id, infos[-1].id) if infos else (None, None)
         return json_response(ModelInfoList(data=infos, first_id=first, last_id=last))
-    return json_response(ModelList(data=[_model(engine) for engine in models]))
+    return json_response(ModelList(data=[_model(engine) for engine in entry.models]))
 
 
 @get(
@@ -129,8 +120,8 @@ async def list_models(request: Request, models: ModelRegistry) -> Response:
         )
     },
 )
-async def retrieve_model(request: Request, model_id: str, models: ModelRegistry) -> Response:
-    engine = models.get(model_id.lstrip("/"))
+async def retrieve_model(request: Request, model_id: str, entry: Entry) -> Response:
+    engine = entry.engine(model_id.lstrip("/"))
     return json_response(_model_info(engine) if _anthropic(request) else _model(engine))
 
 

@@ -1,8 +1,8 @@
 """The Responses API, under both /v1 and /v3: create (streamed or not), retrieve and delete.
 
 A response is planned as a chat completion (`dialects.responses`) and submitted the way chat
-completions are (`handling.open_recorded_chat`: admission, cancellation when the client leaves,
-the access log); its errors take the OpenAI envelope. Stored responses belong to the API key that
+completions are (`entry.Entry.response`: admission, the access log; cancelled when the client
+leaves); its errors take the OpenAI envelope. Stored responses belong to the API key that
 created them (`dialects.responses.store`).
 """
 
@@ -13,20 +13,18 @@ from typing import Any
 from litestar import HttpMethod, Request, Response, post, route
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_body, decode_json
 from appliance.api.gate import api_key
-from appliance.api.handling import json_response, open_recorded_chat, record_request, unless_disconnected
+from appliance.api.handling import json_response, unless_disconnected
 from appliance.api.openapi import hosted_tools_accepted
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, typed_events
 from appliance.dialects.responses.input import prepare_body
-from appliance.dialects.responses.plan import ResponseCall, plan_response
 from appliance.dialects.responses.store import ResponseStore, owner_of
+from appliance.entry import Entry
+from appliance.entry.decoding import convert_body, decode_json
 from appliance.errors import ApplianceError, InvalidRequest, NotFound
-from appliance.media import ImageLoader
 from appliance.protocol.responses import DeletedResponse, ResponsesRequest
 from appliance.protocol.responses import Response as ModelResponse
-from appliance.runtime.registry import ModelRegistry
 
 __all__ = ["routes"]
 
@@ -66,25 +64,14 @@ _HOSTED_TOOLS = hosted_tools_accepted(("ResponsesRequest",), ("function", "names
         )
     },
 )
-async def create_response(
-    request: Request, models: ModelRegistry, media: ImageLoader, response_store: ResponseStore
-) -> Response:
+async def create_response(request: Request, entry: Entry) -> Response:
     raw = decode_json(await request.body())
     hosted = prepare_body(raw)
     try:
         body = convert_body(raw, ResponsesRequest)
     except ApplianceError as exc:
         raise hosted.rename(exc) from None
-    record_request(body.model, body.user)  # the access log names the model even when it is unknown
-    engine = models.get(body.model)
-    owner = _owner(request)
-    previous = await response_store.get(owner, body.previous_response_id) if body.previous_response_id else None
-    try:
-        plan = plan_response(body, previous, hosted)
-    except ApplianceError as exc:
-        raise hosted.rename(exc) from None
-    call = await open_recorded_chat(request, engine, plan.chat, media, plan.field_name)
-    answer = ResponseCall(plan, call, response_store, owner)
+    answer = await unless_disconnected(request, entry.response(body, hosted, _owner(request)))
     if body.stream:
         headers = {**HEADERS, **hosted.headers()}
         return Stream(typed_events(answer.events()), media_type="text/event-stream", headers=headers)

@@ -4,14 +4,12 @@ llama.cpp's, `/score` vLLM's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from litestar import Request, post
 
-from appliance.api.decoding import decode_body
-from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
+from appliance.entry import Entry
+from appliance.entry.decoding import decode_body
 from appliance.protocol.retrieval import (
     CreateEmbeddingResponse,
     EmbeddingRequest,
@@ -20,8 +18,6 @@ from appliance.protocol.retrieval import (
     ScoreRequest,
     ScoreResponse,
 )
-from appliance.runtime.registry import ModelRegistry
-from appliance.service import relevance, retrieval
 
 __all__ = ["routes"]
 
@@ -31,8 +27,8 @@ __all__ = ["routes"]
     status_code=200,
     opt={OPERATION: Operation(summary="Embeddings of texts (OpenAI)", body=EmbeddingRequest)},
 )
-async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbeddingResponse:
-    return await _answer(request, models, EmbeddingRequest, retrieval.embed)
+async def embeddings(request: Request, entry: Entry) -> CreateEmbeddingResponse:
+    return await unless_disconnected(request, entry.embeddings(decode_body(await request.body(), EmbeddingRequest)))
 
 
 @post(
@@ -40,8 +36,8 @@ async def embeddings(request: Request, models: ModelRegistry) -> CreateEmbedding
     status_code=200,
     opt={OPERATION: Operation(summary="Documents ranked by relevance to a query (Cohere, Jina)", body=RerankRequest)},
 )
-async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
-    return await _answer(request, models, RerankRequest, relevance.rerank)
+async def rerank(request: Request, entry: Entry) -> RerankResponse:
+    return await unless_disconnected(request, entry.rerank(decode_body(await request.body(), RerankRequest)))
 
 
 @post(
@@ -49,18 +45,8 @@ async def rerank(request: Request, models: ModelRegistry) -> RerankResponse:
     status_code=200,
     opt={OPERATION: Operation(summary="Relevance scores of text pairs (vLLM)", body=ScoreRequest)},
 )
-async def score(request: Request, models: ModelRegistry) -> ScoreResponse:
-    return await _answer(request, models, ScoreRequest, relevance.score)
-
-
-async def _answer(request: Request, models: ModelRegistry, body_type: type, serve: Callable) -> Any:
-    """The body decoded as `body_type`, answered by `serve(engine, body)`, and the access log told."""
-    body = decode_body(await request.body(), body_type)
-    record = record_request(body.model, getattr(body, "user", None))
-    response, answered = await unless_disconnected(request, serve(models.get(body.model), body))
-    if record is not None:
-        record.streams = [answered]
-    return response
+async def score(request: Request, entry: Entry) -> ScoreResponse:
+    return await unless_disconnected(request, entry.score(decode_body(await request.body(), ScoreRequest)))
 
 
 routes = [embeddings, rerank, score]

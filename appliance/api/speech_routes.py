@@ -8,15 +8,15 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import convert_form
 from appliance.api.forms import MULTIPART, read_form
-from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, event_stream
+from appliance.entry import Entry, named
+from appliance.entry.decoding import convert_form
 from appliance.media.audio import AudioDecoder
 from appliance.protocol.audio import Transcription, TranscriptionVerbose, Translation, TranslationVerbose
 from appliance.protocol.transcription_form import TranscriptionForm, TranslationForm
-from appliance.runtime.registry import ModelRegistry
 from appliance.service import speech
 
 __all__ = ["routes"]
@@ -51,8 +51,8 @@ def _text_formats(_: dict[str, Any], document: dict[str, Any]) -> None:
         )
     },
 )
-async def transcriptions(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
-    return await _serve(request, models, audio, TranscriptionForm, "transcribe")
+async def transcriptions(request: Request, entry: Entry, audio: AudioDecoder) -> Response:
+    return await _serve(request, entry, audio, TranscriptionForm, "transcribe")
 
 
 @post(
@@ -64,16 +64,14 @@ async def transcriptions(request: Request, models: ModelRegistry, audio: AudioDe
         )
     },
 )
-async def translations(request: Request, models: ModelRegistry, audio: AudioDecoder) -> Response:
-    return await _serve(request, models, audio, TranslationForm, "translate")
+async def translations(request: Request, entry: Entry, audio: AudioDecoder) -> Response:
+    return await _serve(request, entry, audio, TranslationForm, "translate")
 
 
-async def _serve(
-    request: Request, models: ModelRegistry, audio: AudioDecoder, kind: type, task: speech.Task
-) -> Response:
+async def _serve(request: Request, entry: Entry, audio: AudioDecoder, kind: type, task: speech.Task) -> Response:
     form = convert_form((await read_form(request, _LISTS)).fields, kind)
-    record = record_request(form.model, None)
-    engine = models.get(form.model)
+    record = named(form.model, None)
+    engine = entry.engine(form.model)
     prepared = await unless_disconnected(request, speech.prepare(engine, form, task, audio))
     if prepared.options.stream:
         return Stream(event_stream(speech.stream(engine, prepared)), media_type="text/event-stream", headers=HEADERS)

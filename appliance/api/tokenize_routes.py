@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from litestar import Request, post
 
-from appliance.api.decoding import decode_body
-from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
+from appliance.entry import Entry, named
+from appliance.entry.decoding import decode_body
 from appliance.protocol.tokenize import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
-from appliance.runtime.registry import ModelRegistry
 from appliance.service import tokenize as service
 
 __all__ = ["routes"]
@@ -23,10 +23,10 @@ __all__ = ["routes"]
     status_code=200,
     opt={OPERATION: Operation(summary="Tokenize", body=TokenizeRequest)},
 )
-async def tokenize(request: Request, models: ModelRegistry) -> TokenizeResponse:
+async def tokenize(request: Request, entry: Entry) -> TokenizeResponse:
     body = decode_body(await request.body(), TokenizeRequest)
-    record_request(body.model, None)
-    return await unless_disconnected(request, service.tokenize(models.get(body.model), body))
+    named(body.model, None)
+    return await unless_disconnected(request, service.tokenize(entry.engine(body.model), body))
 
 
 @post(
@@ -34,10 +34,10 @@ async def tokenize(request: Request, models: ModelRegistry) -> TokenizeResponse:
     status_code=200,
     opt={OPERATION: Operation(summary="Detokenize", body=DetokenizeRequest)},
 )
-async def detokenize(request: Request, models: ModelRegistry) -> DetokenizeResponse:
+async def detokenize(request: Request, entry: Entry) -> DetokenizeResponse:
     body = decode_body(await request.body(), DetokenizeRequest)
-    record_request(body.model, None)
-    return await unless_disconnected(request, service.detokenize(models.get(body.model), body))
+    named(body.model, None)
+    return await unless_disconnected(request, service.detokenize(entry.engine(body.model), body))
 
 
 routes = [tokenize, detokenize]

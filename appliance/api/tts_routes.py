@@ -8,14 +8,13 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from appliance.api.decoding import decode_body
-from appliance.api.handling import record_request, unless_disconnected
+from appliance.api.handling import unless_disconnected
 from appliance.api.profiles import OPERATION, Operation
 from appliance.api.sse import HEADERS, data_events
-from appliance.media import ImageLoader
+from appliance.entry import Entry, named
+from appliance.entry.decoding import decode_body
 from appliance.media.audio_encode import MEDIA_TYPES
 from appliance.protocol.speech import SpeechRequest
-from appliance.runtime.registry import ModelRegistry
 from appliance.service import tts
 
 __all__ = ["routes"]
@@ -40,11 +39,11 @@ def _audio_answers(_: dict[str, Any], document: dict[str, Any]) -> None:
         )
     },
 )
-async def speech(request: Request, models: ModelRegistry, media: ImageLoader) -> Response:
+async def speech(request: Request, entry: Entry) -> Response:
     body = decode_body(await request.body(), SpeechRequest)
-    record = record_request(body.model, None)
+    record = named(body.model, None)
     # Returns with the first piece of audio, so a refusal is still a 4xx; the rest streams.
-    call = await unless_disconnected(request, tts.open_speech(models.get(body.model), body, media.encoding))
+    call = await unless_disconnected(request, tts.open_speech(entry.engine(body.model), body, entry.media.encoding))
     if record is not None:
         record.streams = [call.answered]
     if body.stream_format == "sse":

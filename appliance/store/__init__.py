@@ -8,6 +8,7 @@ PostgreSQL when `store_url` names one (servers sharing it share the state).
   row is kept under (a hash of the key).
 - `responses`: `ResponseRows`, the Responses API's stored responses as bytes, bounded.
 - `files`: `FileRows`, the files of `/v1/files` and of batches, bounded.
+- `batches`: `BatchRows`, the batches of `/v1/batches` and each answered line.
 
 `Store` holds them together, as the server opens it and the routes get it.
 """
@@ -17,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from appliance.store.batches import BatchRows
 from appliance.store.database import Database, StoreUnavailable, open_database
 from appliance.store.files import FileRecord, FileRows
 from appliance.store.responses import ResponseRows
 from appliance.store.schema import owner_of
 
 __all__ = [
+    "BatchRows",
     "Database",
     "FileRecord",
     "FileRows",
@@ -55,6 +58,7 @@ class Store:
     database: Database
     responses: ResponseRows
     files: FileRows
+    batches: BatchRows
 
 
 def open_store(url: str = "", state_dir: Path | None = None, limits: StoreLimits | None = None) -> Store:
@@ -71,4 +75,5 @@ def open_store(url: str = "", state_dir: Path | None = None, limits: StoreLimits
             max_file_lines=limits.max_file_lines,
             max_owner_bytes=limits.max_stored_file_bytes,
         ),
+        batches=BatchRows(database),
     )

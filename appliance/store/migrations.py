@@ -32,8 +32,14 @@ def _responses_and_files(connection: Connection) -> None:
     schema.files.create(connection)
 
 
+def _batches(connection: Connection) -> None:
+    schema.batches.create(connection)
+    schema.batch_lines.create(connection)
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _responses_and_files,  # 1
+    _batches,  # 2
 ]
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy import BigInteger, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
 
-__all__ = ["files", "metadata", "owner_of", "responses", "schema_version"]
+__all__ = ["batch_lines", "batches", "files", "metadata", "owner_of", "responses", "schema_version"]
 
 
 def owner_of(api_key: str | None) -> str:
@@ -61,3 +61,34 @@ files = Table(
 """Files of `/v1/files` (uploaded, and a batch's output and error files). `seq`: nanoseconds at
 creation, the order of a listing (with `id` to break ties); `lines`: its non-empty lines; `content`
 last, so a listing's rows do not read it."""
+
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_until", Float, nullable=True),
+    Index("batches_owner", "owner", "seq"),
+    Index("batches_status", "status"),
+)
+"""Batches of `/v1/batches`: `body` is the batch object's JSON (its request counts read from
+`batch_lines`), `status` a copy of its status to find the unfinished ones at start, `seq`
+nanoseconds at creation (the order of a listing); `lease_owner` the server running it until
+`lease_until` (Unix seconds), renewed while it runs, so servers sharing PostgreSQL run each batch
+once and take over a dead server's."""
+
+batch_lines = Table(
+    "batch_lines",
+    metadata,
+    Column("batch_id", String(64), primary_key=True),
+    Column("line", Integer, primary_key=True),
+    Column("ok", Boolean, nullable=False),
+    Column("output", LargeBinary, nullable=False),
+)
+"""Each answered line of a batch, written as it finishes (the primary key: once per line): `line`
+its 0-based place in the input file, `ok` whether it goes to the output file (else the error
+file), `output` that file's JSON line."""

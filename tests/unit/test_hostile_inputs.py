@@ -12,9 +12,9 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from appliance.api.decoding import decode_body
 from appliance.api.gate import RECORDED_CHARS, Gate
 from appliance.api.profiles import JSON, Dialects
+from appliance.entry.decoding import decode_body
 from appliance.errors import InvalidRequest
 from appliance.protocol.openai import ChatCompletionRequest
 from appliance.settings import MAX_DRAIN_SECONDS

@@ -37,6 +37,8 @@ PLACE = {
     "connections": 2.5,
     "api": 3,
     "playground": 3,  # the api's static files
+    "batches": 3.2,  # the Batch API: runs its lines through the entry
+    "entry": 3.25,  # the transport-free way in: the api and the batch runner call it
     "dialects": 3.5,
     "service": 4,
     "protocol": 4.5,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from appliance.api.decoding import decode_body
+from appliance.entry.decoding import decode_body
 from appliance.errors import InvalidRequest
 from appliance.graphfiles import Graph, Limits
 from appliance.protocol.openai import ChatCompletionRequest

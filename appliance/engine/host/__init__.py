@@ -8,6 +8,7 @@
 - `engine_process`: one spawned engine process and its pipe (a writer thread, frames read on
   the loop with `frames.FrameReader`).
 - `streams`: `RequestStream`, the events of one accepted request.
+- `batch_lane`: `BatchLane`, where a batch's lines wait for the capacity live requests leave.
 - `client_metrics`: the Prometheus gauges, counters and timings of one client.
 - `templates`: `ToolFormat`, how a model gets its tools and how its calls are read.
 - `devices`: which OpenVINO devices the machine has (the only OpenVINO import on this side, in

@@ -128,11 +128,14 @@ class EngineCalls:
         # (an embedding model named in chat, a chat model in /v1/embeddings).
         self.require(task)
         self._check_ready()
-        if self.in_flight >= self.graph.limits.max_queued_requests:
+        # Batch lines do not count: a batch never turns a person away, and a person's request
+        # preempts the batch lines running (`batch_lane`).
+        if self.live_in_flight >= self.graph.limits.max_queued_requests:
             raise Overloaded(
-                f"Model '{self.name}' has {self.in_flight} requests in flight, its limit; try again shortly.",
+                f"Model '{self.name}' has {self.live_in_flight} requests in flight, its limit; try again shortly.",
                 retry_after=1,
             )
+        self.batch_lane.preempt()
 
     async def submit(
         self,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from appliance.engine.host.batch_lane import BatchLane
 from appliance.engine.host.calls import EngineCalls, Reservation
 from appliance.engine.host.client_metrics import ClientMetrics
 from appliance.engine.host.engine_process import EngineProcess
@@ -98,6 +99,8 @@ class EngineClient(ProcessLifecycle, EngineCalls):
         once loaded)."""
         self._reserved = 0
         self._asking = 0
+        self.batch_lane = BatchLane(lambda: self.live_in_flight)
+        """Where batch lines wait for the capacity live traffic leaves (`batch_lane`)."""
         """Tokenize and detokenize commands sent and not answered."""
         self._audio_seconds = 0.0
         """Speech graphs: seconds of audio sent to transcribe and not answered."""
@@ -133,6 +136,11 @@ class EngineClient(ProcessLifecycle, EngineCalls):
         """Requests submitted and not finished, plus those holding a `reserve()`d place, plus
         tokenize/detokenize commands not answered yet."""
         return len(self._streams) + self._reserved + self._asking
+
+    @property
+    def live_in_flight(self) -> int:
+        """`in_flight` less the batch lines holding a turn in the batch lane."""
+        return max(0, self.in_flight - self.batch_lane.running)
 
     @property
     def silent_seconds(self) -> float:
