@@ -27,13 +27,13 @@ import msgspec
 from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
-from appliance.api.decoding import decode_body
-from appliance.api.handling import record_request
 from appliance.api.profiles import DialectProfile
 from appliance.api.socket_edge import POLICY_VIOLATION, refuse_socket
 from appliance.dialects.realtime.session import Conversation, RealtimeLimits, RealtimeSession
 from appliance.dialects.realtime.talk import TalkSession
 from appliance.engine.host.client import EngineClient
+from appliance.entry.calls import named
+from appliance.entry.decoding import decode_body
 from appliance.errors import ApplianceError, InvalidRequest
 from appliance.media import ImageLoader
 from appliance.protocol import realtime as rt
@@ -101,7 +101,7 @@ async def realtime(
         body = msgspec.json.encode(error.to_dict())
         await refuse_socket(socket.send, socket.scope, error.status, body, [])
         return
-    record_request(session.model, None)
+    named(session.model, None)
     offered = socket.scope.get("subprotocols") or []
     await socket.accept(subprotocols=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     session.start()
