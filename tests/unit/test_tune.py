@@ -189,7 +189,13 @@ def test_a_gguf_never_tuned_on_a_cpu_without_vnni_gets_a_hint(tmp_path: Path) ->
     gguf = Graph(name="m", model_path=str(tmp_path / "m.gguf"), pipeline="LM_CB", source=str(source))
     hint = tune_hint(gguf, AVX2)
     assert hint is not None and f"`appliance tune {source}`" in hint and "int8 IR" in hint
-    assert tune_hint(gguf, SAPPHIRE) is None  # VNNI: OpenVINO's int8 kernels take the GGUF well
+    assert tune_hint(gguf, SAPPHIRE) is None  # VNNI, a small (here: absent) file: nothing to gain
+    with open(tmp_path / "m.gguf", "wb") as big:  # a 1B model's size (sparse: no disk used)
+        big.truncate(656_359_584)
+    per_channel = tune_hint(gguf, SAPPHIRE)
+    assert per_channel is not None and "--weights int4_sym_channel_all --max-perplexity-loss" in per_channel
+    assert "+456% perplexity" in per_channel  # the accuracy cost is said with the speed
+    (tmp_path / "m.gguf").unlink()
     assert tune_hint(Graph(name="m", model_path=str(tmp_path), pipeline="LM_CB", source=str(source)), AVX2) is None
     source.write_text(tuned_text(GRAPH, {}, ["x"], AVX2))  # tuned already: nothing to say
     assert tune_hint(gguf, AVX2) is None

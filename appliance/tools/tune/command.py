@@ -14,7 +14,7 @@ from appliance.commands.numbers import Number
 __all__ = ["register", "run"]
 
 _TUNABLE = ("LM_CB", "VLM_CB")
-_DEFAULT_WEIGHTS = "int8_sym,int8_asym,int4_sym_g64,int4_sym_g32"
+_DEFAULT_WEIGHTS = "int8_sym,int8_asym,int4_sym_g64,int4_sym_g32,int4_sym_channel_all"
 _TOKENS = Number(int, 1, 1_000_000)
 
 
