@@ -120,14 +120,9 @@ def run(args: argparse.Namespace) -> int:
         min_seconds=args.level_seconds,
         quality=bool(weights),
     )
+    unreadable: list[Path] = []
     failed = 0
-    for path in args.graphs:
-        try:
-            graph = load_graph(path)
-        except ConfigError as exc:
-            print(f"{path}: {exc}")
-            failed += 1
-            continue
+    for path, graph in _graphs(args.graphs, unreadable):
         if graph.pipeline_kind not in _TUNABLE or graph.device != "CPU":
             print(
                 f"{path}: skipped: tune measures continuous-batching graphs on the CPU ({graph.pipeline_kind} on {graph.device})"
@@ -175,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         print(f"{path}: written")
-    return 1 if failed else 0
+    return 1 if failed or unreadable else 0
 
 
 def _profile_graphs(args: argparse.Namespace, weights: list[str]) -> int:
@@ -183,18 +178,10 @@ def _profile_graphs(args: argparse.Namespace, weights: list[str]) -> int:
     `profile.FORMS`; 1 when a graph could not be read."""
     import tempfile
 
-    from appliance.errors import ConfigError
-    from appliance.graphfiles import load_graph
     from appliance.tools.tune.profile import FORMS, pipeline_tpot, profile, render
 
-    failed = 0
-    for path in args.graphs:
-        try:
-            graph = load_graph(path)
-        except ConfigError as exc:
-            print(f"{path}: {exc}")
-            failed += 1
-            continue
+    unreadable: list[Path] = []
+    for path, graph in _graphs(args.graphs, unreadable):
         print(f"{path}: profiling {graph.model_dir}: {args.prompt_tokens} tokens in, then single-token steps")
         with tempfile.TemporaryDirectory(dir=args.weights_dir) as scratch:
             work = args.weights_dir or Path(scratch)
@@ -217,7 +204,20 @@ def _profile_graphs(args: argparse.Namespace, weights: list[str]) -> int:
                     )
                     print("  " + render(rows[-1:], args.reference_ms)[-1], flush=True)
         print("\n".join(render(rows, args.reference_ms)))
-    return 1 if failed else 0
+    return 1 if unreadable else 0
+
+
+def _graphs(paths: list[Path], unreadable: list[Path]):
+    """Each graph file that loads, with its Graph; one that does not is printed and added to `unreadable`."""
+    from appliance.errors import ConfigError
+    from appliance.graphfiles import load_graph
+
+    for path in paths:
+        try:
+            yield path, load_graph(path)
+        except ConfigError as exc:
+            print(f"{path}: {exc}")
+            unreadable.append(path)
 
 
 def _measure_form(measure, path: Path, workload, timeout: float, weights_dir: Path | None, perplexities: dict, form):
