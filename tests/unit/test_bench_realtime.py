@@ -64,17 +64,20 @@ def test_served_is_set_against_raw_less_the_vad_wait() -> None:
     from appliance.tools.bench.realtime_raw import RawTurn
 
     served = [
-        TurnTimes({"transcript": 1.0, "first_text": 1.2, "first_audio": 1.6}),
-        TurnTimes({"transcript": 1.2, "first_text": 1.4, "first_audio": 2.0}),
-        TurnTimes({"transcript": 1.1, "first_text": 1.3, "first_audio": 1.8}),
+        TurnTimes({"transcript": 1.0, "first_text": 1.2, "first_audio": 1.6, "vad_wait": 0.4}),
+        TurnTimes({"transcript": 1.2, "first_text": 1.4, "first_audio": 2.0, "last_text": 1.6}),
+        TurnTimes({"transcript": 1.1, "first_text": 1.3, "first_audio": 1.8, "first_sentence": 1.4, "vad_wait": 0.5}),
     ]
     raw = [RawTurn(0.3, 0.1, 0.3, 0.1, "hi", "hello"), RawTurn(0.3, 0.1, 0.3, 0.1, "hi", "hello")]
-    table, figures = served_against_raw(served, raw, wait_seconds=0.5)
+    table, figures = served_against_raw(served, raw, silence_duration_ms=500)
+    # The measured waits 400 and 500 ms, the configured 500 for the turn without one: median 500.
+    assert figures["vad_wait"] == {"median_ms": 500, "silence_duration_ms": 500}
     # transcript: median 1100 ms served, 600 less the 500 ms wait, against 300 raw.
     assert figures["transcript"] == pytest.approx(
         {"served_median_ms": 1100, "served_less_wait_ms": 600, "raw_median_ms": 300, "served_over_raw": 2.0}
     )
     assert figures["first_audio"]["served_over_raw"] == pytest.approx((1800 - 500) / 700, abs=1e-3)
-    assert "first_sentence" not in figures  # no served turn had one: one-sentence answers
+    # A one-sentence answer's first sentence ends with its text; a turn with neither is left out.
+    assert figures["first_sentence"]["served_median_ms"] == pytest.approx(1500)
     assert "| first audio (end to end) | 1800 | 1300 | 700 | 1.86 |" in table
-    assert "VAD wait of 500 ms" in table and "raw said: 'hello'" in table
+    assert "median 500 ms past the end of the recording" in table and "raw said: 'hello'" in table

@@ -16,7 +16,9 @@ the recording's last sample was captured):
   for; an answer of one sentence has none: its end is the end of the text, `last text`);
 - `first audio`: the answer's first audio (`response.output_audio.delta`);
 - `last text`: the answer's last words;
-- `done`: `response.done`.
+- `done`: `response.done`;
+- `vad_wait` (not a stage): where server VAD ended the turn (`speech_stopped`'s `audio_end_ms`)
+  past the end of the recording, the part of the times above that is silence waited for.
 
 Each round is a new session; the first is a warm-up, not measured. Then a neighbour streams chat
 completions from the same model (`realtime_neighbour`), alone and while as many turns run again:
@@ -101,6 +103,10 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
                     stage = _EVENTS.get(kind)
                     if stage is not None and stage not in times.seconds:
                         times.seconds[stage] = time.monotonic() - speech_end
+                    if kind == "input_audio_buffer.speech_stopped" and "audio_end_ms" in event:
+                        # Server VAD's silence wait past the end of the recording (part of the
+                        # silence it waits for may be the recording's own trailing quiet).
+                        times.seconds["vad_wait"] = event["audio_end_ms"] / 1000 - len(speech) / 48_000
                     if kind == "response.output_audio_transcript.delta":
                         times.seconds["last_text"] = time.monotonic() - speech_end
                         if sentences.feed(event.get("delta", "")):
@@ -257,9 +263,7 @@ def run_realtime(args) -> int:
     alone, during = summary["neighbour"]["alone"], summary["neighbour"]["beside"]
     print(table + "\n\n" + beside_table)
     if raw:
-        against_raw, summary["served_against_raw"] = served_against_raw(
-            turns, raw, VadSettings().silence_duration_ms / 1000
-        )
+        against_raw, summary["served_against_raw"] = served_against_raw(turns, raw, VadSettings().silence_duration_ms)
         summary["raw_turns"] = [{"stages": turn.stages, "heard": turn.heard, "said": turn.said} for turn in raw]
         print("\n" + against_raw)
     print(

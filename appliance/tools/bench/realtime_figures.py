@@ -3,14 +3,17 @@ to end (the first answer audio), medians in ms and their ratio.
 
 Served times are from the end of speech and include server VAD's silence wait (the
 `silence_duration_ms` of silence that ends a turn); that wait is not work, and the raw turn has
-none, so the ratio compares the served time *less the configured wait* with the raw time:
-`served - wait` over `raw`, 1.0 when the server costs nothing beyond the stages themselves.
+none, so the ratio compares the served time *less the wait* with the raw time: `served - wait`
+over `raw`, 1.0 when the server costs nothing beyond the stages themselves. The wait taken off is
+the one measured in the served turns (`vad_wait`: where VAD ended the turn past the end of the
+recording; less than `silence_duration_ms` when the recording ends in quiet, as espeak-ng's does),
+else the configured `silence_duration_ms`.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from appliance.tools.bench.realtime import TurnTimes
 from appliance.tools.bench.realtime_raw import RawTurn
@@ -22,20 +25,27 @@ COMPARED = ("transcript", "first_text", "first_sentence", "first_audio")
 
 
 def served_against_raw(
-    served: Sequence[TurnTimes], raw: Sequence[RawTurn], wait_seconds: float
+    served: Sequence[TurnTimes], raw: Sequence[RawTurn], silence_duration_ms: int
 ) -> tuple[str, dict[str, dict[str, float]]]:
-    """The table and its JSON: per stage, the medians (ms) served, served less `wait_seconds`,
-    raw, and `served_over_raw` (of the served time less the wait). A stage missing from every
-    served turn (`first_sentence` when answers are one sentence) is left out."""
+    """The table and its JSON: per stage, the medians (ms) served, served less the VAD wait, raw,
+    and `served_over_raw` (of the served time less the wait); a stage no turn has is left out.
+    The wait is the median of the turns' measured `vad_wait` (`silence_duration_ms` for a turn
+    without one), in `figures["vad_wait"]`."""
+    waits = [turn.seconds.get("vad_wait", silence_duration_ms / 1000) for turn in served]
+    wait_seconds = statistics.median(waits) if waits else silence_duration_ms / 1000
     lines = [
-        f"served against the stages run raw in one process (served less the VAD wait of {wait_seconds * 1000:.0f} ms):",
+        f"served against the stages run raw in one process (served less server VAD's silence wait: "
+        f"median {wait_seconds * 1000:.0f} ms past the end of the recording; silence_duration_ms "
+        f"{silence_duration_ms}):",
         "",
         "| from the end of speech to | served median ms | served less wait ms | raw median ms | served / raw |",
         "|---|---:|---:|---:|---:|",
     ]
-    figures: dict[str, dict[str, float]] = {}
+    figures: dict[str, dict[str, float]] = {
+        "vad_wait": {"median_ms": round(wait_seconds * 1000, 1), "silence_duration_ms": silence_duration_ms}
+    }
     for stage in COMPARED:
-        served_ms = [turn.seconds[stage] * 1000 for turn in served if stage in turn.seconds]
+        served_ms = [seconds * 1000 for seconds in map(_served_time(stage), served) if seconds is not None]
         raw_ms = [turn.stages[stage] * 1000 for turn in raw]
         if not served_ms or not raw_ms:
             continue
@@ -55,3 +65,15 @@ def served_against_raw(
     if raw:
         lines += ["", f"raw heard: {raw[-1].heard!r}", f"raw said: {raw[-1].said!r}"]
     return "\n".join(lines), figures
+
+
+def _served_time(stage: str) -> Callable[[TurnTimes], float | None]:
+    """A served turn's seconds to `stage`; an answer of one sentence has no `first_sentence`: its
+    end is the end of the text (`last_text`), as the raw turn counts it."""
+
+    def of(turn: TurnTimes) -> float | None:
+        if stage == "first_sentence" and stage not in turn.seconds:
+            return turn.seconds.get("last_text")
+        return turn.seconds.get(stage)
+
+    return of
