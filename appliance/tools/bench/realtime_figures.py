@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from appliance.tools.bench.realtime import TurnTimes
 from appliance.tools.bench.realtime_raw import RawTurn
 
 __all__ = ["COMPARED", "served_against_raw"]
 
 COMPARED = ("transcript", "first_text", "first_sentence", "first_audio")
 """The stages both runs have; `first_audio` is the turn end to end."""
+
+
+class TurnTimes(Protocol):
+    """A served turn (`realtime.TurnTimes`, which imports this module): seconds from the end of
+    speech to each stage it reached, and `vad_wait`."""
+
+    seconds: dict[str, float]
 
 
 def served_against_raw(
