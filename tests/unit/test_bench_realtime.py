@@ -48,3 +48,36 @@ def test_the_neighbours_gaps_are_summed_up() -> None:
 
     assert gap_summary([0.05, 0.2, 0.08]) == pytest.approx({"streams": 3, "median_ms": 80, "max_ms": 200})
     assert gap_summary([]) == {"streams": 0}
+
+
+def test_a_raw_turns_stages_add_up_from_the_end_of_speech() -> None:
+    from appliance.tools.bench.realtime_raw import RawTurn
+
+    turn = RawTurn(transcribe=0.5, first_token=0.05, first_sentence=0.25, first_audio=0.1)
+    assert turn.stages == pytest.approx(
+        {"transcript": 0.5, "first_text": 0.55, "first_sentence": 0.75, "first_audio": 0.85}
+    )
+
+
+def test_served_is_set_against_raw_less_the_vad_wait() -> None:
+    from appliance.tools.bench.realtime_figures import served_against_raw
+    from appliance.tools.bench.realtime_raw import RawTurn
+
+    served = [
+        TurnTimes({"transcript": 1.0, "first_text": 1.2, "first_audio": 1.6, "vad_wait": 0.4}),
+        TurnTimes({"transcript": 1.2, "first_text": 1.4, "first_audio": 2.0, "last_text": 1.6}),
+        TurnTimes({"transcript": 1.1, "first_text": 1.3, "first_audio": 1.8, "first_sentence": 1.4, "vad_wait": 0.5}),
+    ]
+    raw = [RawTurn(0.3, 0.1, 0.3, 0.1, "hi", "hello"), RawTurn(0.3, 0.1, 0.3, 0.1, "hi", "hello")]
+    table, figures = served_against_raw(served, raw, silence_duration_ms=500)
+    # The measured waits 400 and 500 ms, the configured 500 for the turn without one: median 500.
+    assert figures["vad_wait"] == {"median_ms": 500, "silence_duration_ms": 500}
+    # transcript: median 1100 ms served, 600 less the 500 ms wait, against 300 raw.
+    assert figures["transcript"] == pytest.approx(
+        {"served_median_ms": 1100, "served_less_wait_ms": 600, "raw_median_ms": 300, "served_over_raw": 2.0}
+    )
+    assert figures["first_audio"]["served_over_raw"] == pytest.approx((1800 - 500) / 700, abs=1e-3)
+    # A one-sentence answer's first sentence ends with its text; a turn with neither is left out.
+    assert figures["first_sentence"]["served_median_ms"] == pytest.approx(1500)
+    assert "| first audio (end to end) | 1800 | 1300 | 700 | 1.86 |" in table
+    assert "median 500 ms past the end of the recording" in table and "raw said: 'hello'" in table

@@ -16,12 +16,18 @@ the recording's last sample was captured):
   for; an answer of one sentence has none: its end is the end of the text, `last text`);
 - `first audio`: the answer's first audio (`response.output_audio.delta`);
 - `last text`: the answer's last words;
-- `done`: `response.done`.
+- `done`: `response.done`;
+- `vad_wait` (not a stage): where server VAD ended the turn (`speech_stopped`'s `audio_end_ms`)
+  past the end of the recording, the part of the times above that is silence waited for.
 
 Each round is a new session; the first is a warm-up, not measured. Then a neighbour streams chat
 completions from the same model (`realtime_neighbour`), alone and while as many turns run again:
 its largest gap between chunks says what the live sessions cost the server's other clients. The chat graph, its speech and
 voice graphs are served together (`LocalServer`'s companions) unless `--url` names a server.
+
+Unless `--no-raw`, the server stopped, the same utterance then runs through the same stages raw in
+this process (`realtime_raw`: Whisper, the chat model, the voice), and the report sets each stage
+served, less server VAD's silence wait, against raw (`realtime_figures`).
 """
 
 from __future__ import annotations
@@ -97,6 +103,10 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
                     stage = _EVENTS.get(kind)
                     if stage is not None and stage not in times.seconds:
                         times.seconds[stage] = time.monotonic() - speech_end
+                    if kind == "input_audio_buffer.speech_stopped" and "audio_end_ms" in event:
+                        # Server VAD's silence wait past the end of the recording (part of the
+                        # silence it waits for may be the recording's own trailing quiet).
+                        times.seconds["vad_wait"] = event["audio_end_ms"] / 1000 - len(speech) / 48_000
                     if kind == "response.output_audio_transcript.delta":
                         times.seconds["last_text"] = time.monotonic() - speech_end
                         if sentences.feed(event.get("delta", "")):
@@ -192,10 +202,13 @@ def run_realtime(args) -> int:
     from contextlib import nullcontext
 
     from appliance.dialects.realtime.speaking import pcm16
+    from appliance.dialects.realtime.turns import VadSettings
     from appliance.graphfiles import load_graph
     from appliance.tools.bench.local_server import LocalServer
     from appliance.tools.bench.machine import describe_machine, machine_line
+    from appliance.tools.bench.realtime_figures import served_against_raw
     from appliance.tools.bench.realtime_neighbour import NEIGHBOUR_PROMPT, gap_summary
+    from appliance.tools.bench.realtime_raw import measure_raw_turns
     from appliance.tools.bench.recording import DEFAULT_CLIP, SAMPLE_RATE, load_clip
     from appliance.tools.bench.speech_command import refuse_other_flags
 
@@ -216,12 +229,22 @@ def run_realtime(args) -> int:
         raise ValueError("--realtime: the graph must be a chat graph naming a speech_model and a voice_model")
     say = functools.partial(print, file=sys.stderr, flush=True)
     clip_path = args.audio or DEFAULT_CLIP
-    speech = pcm16(load_clip(clip_path), SAMPLE_RATE)  # the Realtime API's input: pcm16 at 24 kHz
+    samples = load_clip(clip_path)
+    speech = pcm16(samples, SAMPLE_RATE)  # the Realtime API's input: pcm16 at 24 kHz
     rounds = args.requests or 5
-    companions = () if args.url else tuple(companion_graphs(args.graph, [graph.speech_model, graph.voice_model]))
+    needs_graphs = not args.url or not args.no_raw
+    companions = tuple(companion_graphs(args.graph, [graph.speech_model, graph.voice_model])) if needs_graphs else ()
     try:
         with nullcontext(args.url) if args.url else LocalServer(graph, companions=companions) as url:
             turns, beside, gaps = measure_turns(url, args.model or graph.name, args.api_key, speech, rounds, say)
+        # After the server stopped: the same stages in this process, nothing else running.
+        raw = (
+            []
+            if args.no_raw
+            else measure_raw_turns(
+                graph, *map(load_graph, companions), samples, rounds, output_tokens=OUTPUT_TOKENS, say=say
+            )
+        )
     except (RuntimeError, OSError, TimeoutError) as exc:
         print(f"appliance bench: {exc}", file=sys.stderr)
         return 1
@@ -239,6 +262,10 @@ def run_realtime(args) -> int:
     summary["neighbour"] = {phase: gap_summary(values) for phase, values in gaps.items()}
     alone, during = summary["neighbour"]["alone"], summary["neighbour"]["beside"]
     print(table + "\n\n" + beside_table)
+    if raw:
+        against_raw, summary["served_against_raw"] = served_against_raw(turns, raw, VadSettings().silence_duration_ms)
+        summary["raw_turns"] = [{"stages": turn.stages, "heard": turn.heard, "said": turn.said} for turn in raw]
+        print("\n" + against_raw)
     print(
         f"\nthe neighbour ({NEIGHBOUR_PROMPT!r}, streamed back to back), its largest gap between chunks: "
         f"alone median {alone.get('median_ms', 0):.0f} ms, max {alone.get('max_ms', 0):.0f} ms "

@@ -151,6 +151,19 @@ class RawVoice:
         path = graph.voices[graph.default_voice]
         self._voice = open_voice(core, path, front_end(core, british=facts.british), graph.device, graph.plugin_config)
 
+    def first_audio_seconds(self, text: str) -> float:
+        """Seconds from the start to the audio of `text`'s first piece, as the engine speaks it
+        (0 for a text with nothing to say)."""
+        import numpy as np
+
+        from appliance.engine.worker.hibari_voice import spoken_pieces
+
+        started = time.perf_counter()
+        for phonemes in spoken_pieces(self._voice, text):
+            self._voice.from_ids(self._voice.ids(phonemes), 1.0, np.random.default_rng(0))
+            return time.perf_counter() - started
+        return 0.0
+
     def measure(self, concurrency: int, requests: int, text: str) -> VoiceRun:
         import numpy as np
 
