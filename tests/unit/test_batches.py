@@ -333,8 +333,7 @@ def test_a_person_preempts_the_batch_lines_running_and_they_run_again() -> None:
 
 
 def test_batch_lines_start_again_only_after_people_left_for_the_grace_period() -> None:
-    from appliance.engine.host.batch_lane import BatchLane
-    from appliance.engine.host.batch_lane import in_batch_line
+    from appliance.engine.host.batch_lane import BatchLane, in_batch_line
 
     now, live = [100.0], [0]
     lane = BatchLane(lambda: live[0], grace=0.5, clock=lambda: now[0])
