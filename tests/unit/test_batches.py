@@ -155,8 +155,8 @@ def test_live_admission_does_not_count_batch_lines() -> None:
 
     async def scenario() -> None:
         engine.start()
-        async with engine.batch_lane.turn():
-            stream = await engine.submit(*_prompt())  # the batch line's request
+        async with engine.batch_lane.turn() as turn:
+            stream = await turn.run(lambda: engine.submit(*_prompt()))  # the batch line's request
             assert engine.in_flight == 1 and engine.live_in_flight == 0
             assert engine.batch_lane.free()  # a second slot, and no person waiting
             live = engine.reserve()  # a person is admitted although the engine's one place is taken
@@ -324,9 +324,40 @@ def test_a_person_preempts_the_batch_lines_running_and_they_run_again() -> None:
         assert engine.cancelled and engine.batch_lane.preemptions == 1
         assert not engine.batch_lane.free()  # the person is served first
         live.release()
+        assert not engine.batch_lane.free()  # and the next person may be close behind
+        engine.batch_lane.grace = 0.05
+        await asyncio.sleep(0.06)
         assert engine.batch_lane.free()
 
     asyncio.run(scenario())
+
+
+def test_batch_lines_start_again_only_after_people_left_for_the_grace_period() -> None:
+    from appliance.engine.host.batch_lane import BatchLane, in_batch_line
+
+    now, live = [100.0], [0]
+    lane = BatchLane(lambda: live[0], grace=0.5, clock=lambda: now[0])
+    assert lane.free()  # nobody was ever served: at once
+    lane.preempt()  # a person admitted (too short to be seen in flight by a poll)
+    now[0] += 0.49
+    assert not lane.free()
+    now[0] += 0.01
+    assert lane.free()
+    live[0] = 1  # a person's request in flight for 3 s
+    assert not lane.free()
+    now[0] += 3.0
+    assert not lane.free()
+    live[0] = 0
+    now[0] += 0.2  # the next person is 0.2 s behind: no batch line started in between
+    assert not lane.free()
+    now[0] += 0.3
+    assert lane.free()
+    token = in_batch_line.set(True)  # a batch line's own admission holds nothing back
+    try:
+        lane.preempt()
+    finally:
+        in_batch_line.reset(token)
+    assert lane.free()
 
 
 def test_a_batch_is_one_servers_until_its_lease_runs_out(database_store: Store) -> None:

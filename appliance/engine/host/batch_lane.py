@@ -6,7 +6,10 @@ running. A live request admitted while batch lines run preempts them (`preempt`,
 engine's admission): their requests are cancelled in the engine, freeing its steps for the
 person's prefill, and each line is run again from the start once the lane is free (`Preempted`).
 A person's request therefore never queues behind a batch's and meets batch sequences only for
-the step in which they leave. Live admission does not count batch lines against
+the step in which they leave. Lines start again only once no live request has been in flight for
+`LIVE_GRACE_SECONDS`: a line started between two people's requests close together (a client's
+next turn, an agent's next call) puts its prefill step in the next person's way, and that step
+(two prompts at once) was what a person beside a batch waited for (see `LIVE_GRACE_SECONDS`). Live admission does not count batch lines against
 `max_queued_requests` (`EngineCalls._admit`), so a batch never turns a person away.
 
 Live requests are counted as the engine's `in_flight` less the batch lines holding a turn: a line
@@ -19,16 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-__all__ = ["BATCH_SLOTS", "BatchLane", "Preempted", "in_batch_line"]
+__all__ = ["BATCH_SLOTS", "LIVE_GRACE_SECONDS", "BatchLane", "Preempted", "in_batch_line"]
 
 T = TypeVar("T")
 
 BATCH_SLOTS = 2
 """Batch lines in flight per engine at most."""
+LIVE_GRACE_SECONDS = 0.5
+"""How long after the last live request was seen in flight batch lines wait before they start
+again. Without it, on demo-1b with people 0.2 s apart, lines restarted 20 ms after each person's
+request ended and the next person met their prefill step in flight: live TTFT p50 1.6x, p95 2x
+(docs/bench.md, "Batches beside people"). A person idle longer than this meets at most one step."""
 _POLL_SECONDS = 0.02
 """How often a waiting line looks again (it waits only while the lane is full or people are served)."""
 
@@ -66,9 +75,19 @@ class Turn:
 class BatchLane:
     """Turns for batch lines on one engine; `live()` counts the engine's live requests in flight."""
 
-    def __init__(self, live: Callable[[], int], slots: int = BATCH_SLOTS) -> None:
+    def __init__(
+        self,
+        live: Callable[[], int],
+        slots: int = BATCH_SLOTS,
+        grace: float = LIVE_GRACE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._live = live
         self.slots = slots
+        self.grace = grace
+        self._clock = clock
+        self._live_seen = -grace
+        """When a live request was last admitted or seen in flight (`clock`'s seconds)."""
         self._turns: set[Turn] = set()
         self.paused_seconds = 0.0
         """Time lines waited while live requests were in flight (a measure of yielding)."""
@@ -81,13 +100,18 @@ class BatchLane:
         return len(self._turns)
 
     def free(self) -> bool:
-        """A turn is to be had now."""
-        return self.running < self.slots and self._live() == 0
+        """A turn is to be had now: a slot is free and no live request was in flight for `grace`."""
+        now = self._clock()
+        if self._live():
+            self._live_seen = now
+            return False
+        return self.running < self.slots and now - self._live_seen >= self.grace
 
     def preempt(self) -> None:
         """A live request is being admitted: cancel the batch lines running (no-op inside one)."""
         if in_batch_line.get():
             return
+        self._live_seen = self._clock()  # a request shorter than one poll still holds lines back
         for turn in self._turns:
             if turn.task is not None and not turn.task.done() and not turn.preempted:
                 turn.preempted = True
