@@ -93,6 +93,10 @@ def serve(settings: Settings) -> int:
     graphs = checked(Path(settings.graphs))
     api_keys = load_api_keys(settings.api_key_file)
     admin_keys = load_api_keys(settings.admin_key_file, credential="admin-keys", kind="admin key")
+    # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
+    # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
+    listener = _listen(settings.host, settings.port)
+    # Opened (and logged) once listening: a port in use stays a one-line error.
     store = open_store(
         settings.store_url,
         state_directory(settings.state_dir),
@@ -103,9 +107,6 @@ def serve(settings: Settings) -> int:
             max_stored_file_bytes=settings.max_stored_file_bytes,
         ),
     )
-    # Bound here, before the app exists: uvicorn binds after the lifespan has started the engines,
-    # so a port in use used to mean an engine traceback (its pipe broken) and exit 3 after seconds.
-    listener = _listen(settings.host, settings.port)
     announced(graphs)  # once listening: a port in use stays a one-line error
     if budget is not None:
         log.info("memory budget: %s for the loaded models together", budget.describe())
