@@ -213,8 +213,14 @@ def on_demand_chats(demo_root: Path, graphs: Path, names: list[str], extra: str 
 def start_server(
     graphs: Path, log_path: Path, *extra: str, wait: bool = True, env: dict[str, str] | None = None
 ) -> RunningServer:
-    """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment."""
-    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **(env or {})})
+    """`appliance serve --graphs GRAPHS *extra` on a free port; `env` is added to this environment.
+
+    Each server keeps its store beside its log (`<log>-state`, the default state_dir under its own
+    XDG_STATE_HOME): the stored-response bounds count the whole database, so servers of one session
+    sharing one would see each other's rows. A server started again with the same log path finds
+    its state; `--state-dir` or `env` choose otherwise."""
+    own_state = {"XDG_STATE_HOME": str(log_path.parent / f"{log_path.stem}-state")}
+    server = RunningServer.start(graphs, log_path, *extra, env={**os.environ, **own_state, **(env or {})})
     if wait:
         wait_ready(server)
     return server
