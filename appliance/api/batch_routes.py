@@ -10,11 +10,10 @@ from __future__ import annotations
 from litestar import HttpMethod, Request, Response, post, route
 
 from appliance.api.gate import api_key
-from appliance.api.handling import json_response
+from appliance.api.handling import json_response, listing_limit
 from appliance.api.profiles import OPERATION, Operation
 from appliance.batches import BatchRunner
 from appliance.entry.decoding import decode_body, decode_json
-from appliance.errors import InvalidRequest
 from appliance.protocol.batches import Batch, BatchCreateRequest, BatchList
 from appliance.store import owner_of
 
@@ -69,13 +68,8 @@ async def batches(request: Request, batch_runner: BatchRunner) -> Response:
         body = decode_body(await request.body(), BatchCreateRequest)
         return json_response(await batch_runner.create(owner, body))
     query = request.query_params
-    for name in query:
-        if name not in ("after", "limit"):
-            raise InvalidRequest(f"Unrecognized query parameter: {name}.", param=name, code="unknown_parameter")
-    limit = query.get("limit", "20")
-    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST:
-        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_LIST}.", param="limit")
-    return json_response(await batch_runner.page(owner, limit=int(limit), after=query.get("after")))
+    limit = listing_limit(query, ("after", "limit"), 20, MAX_LIST)
+    return json_response(await batch_runner.page(owner, limit=limit, after=query.get("after")))
 
 
 @route(

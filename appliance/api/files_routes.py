@@ -15,7 +15,7 @@ from litestar import HttpMethod, Request, Response, get, route
 
 from appliance.api.forms import MULTIPART, read_form
 from appliance.api.gate import api_key
-from appliance.api.handling import json_response
+from appliance.api.handling import json_response, listing_limit
 from appliance.api.profiles import OPERATION, Operation
 from appliance.entry.decoding import convert_form
 from appliance.errors import InvalidRequest, NotFound
@@ -106,17 +106,12 @@ async def files(request: Request, store: Store) -> Response:
 
 async def _listing(request: Request, store: Store, owner: str) -> FileList:
     query = request.query_params
-    for name in query:
-        if name not in ("purpose", "limit", "after", "order"):
-            raise InvalidRequest(f"Unrecognized query parameter: {name}.", param=name, code="unknown_parameter")
-    limit_text = query.get("limit", str(MAX_LIST))
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LIST:
-        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_LIST}.", param="limit")
+    limit = listing_limit(query, ("purpose", "limit", "after", "order"), MAX_LIST, MAX_LIST)
     order = query.get("order", "desc")
     if order not in _ORDERS:
         raise InvalidRequest("order must be asc or desc.", param="order")
     records, has_more = await store.files.page(
-        owner, purpose=query.get("purpose"), limit=int(limit_text), after=query.get("after"), order=order
+        owner, purpose=query.get("purpose"), limit=limit, after=query.get("after"), order=order
     )
     data = [_file_object(record) for record in records]
     return FileList(

@@ -5,12 +5,13 @@ Naming the request in the access log and opening its call are the entry's (`entr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
 from litestar import Request, Response
 
 from appliance.api.errors import ClientDisconnected
+from appliance.errors import InvalidRequest
 
 __all__ = ["json_response", "unless_disconnected"]
 
@@ -44,3 +45,15 @@ async def _disconnect(request: Request) -> None:
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """`payload` as JSON with `status` (and `headers`)."""
     return Response(payload, status_code=status, media_type="application/json", headers=headers)
+
+
+def listing_limit(query: Mapping[str, str], known: tuple[str, ...], default: int, maximum: int) -> int:
+    """The `limit` of a listing's query string (`default` when absent); a 400 naming a parameter not
+    in `known`, or a limit that is not an integer from 1 to `maximum`."""
+    for name in query:
+        if name not in known:
+            raise InvalidRequest(f"Unrecognized query parameter: {name}.", param=name, code="unknown_parameter")
+    limit = query.get("limit", str(default))
+    if not limit.isdigit() or not 1 <= int(limit) <= maximum:
+        raise InvalidRequest(f"limit must be an integer from 1 to {maximum}.", param="limit")
+    return int(limit)
