@@ -234,3 +234,17 @@ def test_config_shows_the_warning_for_an_open_network(
     (tmp_path / "api-keys").write_text("k\n")
     assert main(["config", "--config", str(config), "--host", "0.0.0.0"]) == 0
     assert "WARNING" not in capsys.readouterr().out
+
+
+def test_soak_against_no_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A soak pointed at a port nobody listens on ends with exit 2 and one line naming the URL,
+    not a traceback (it printed httpx's whole stack before)."""
+    import socket
+
+    with socket.socket() as taken:  # bound, never listening: connections to it are refused
+        taken.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{taken.getsockname()[1]}"
+        assert main(["soak", "--url", url, "--minutes", "0.01"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"appliance soak: cannot reach {url}")

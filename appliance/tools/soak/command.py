@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from appliance.commands.numbers import SEED, Number
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Soak, print the report; 0 when it passed, 1 when it did not."""
     import asyncio
 
-    from appliance.tools.soak.traffic import SoakConfig, format_report, run_soak
+    from appliance.tools.soak.traffic import SoakConfig, SoakError, format_report, run_soak
 
     config = SoakConfig(
         url=args.url.rstrip("/"),
@@ -65,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         seed=args.seed,
     )
-    report = asyncio.run(run_soak(config))
+    try:
+        report = asyncio.run(run_soak(config))
+    except SoakError as exc:
+        print(f"appliance soak: {exc}", file=sys.stderr)
+        return 2
     print(format_report(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

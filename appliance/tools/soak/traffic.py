@@ -25,7 +25,11 @@ from typing import Any
 
 import httpx
 
-__all__ = ["SoakConfig", "run_soak"]
+__all__ = ["SoakConfig", "SoakError", "run_soak"]
+
+
+class SoakError(RuntimeError):
+    """The soak cannot start: the server does not answer, or does not serve the model asked for."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,15 @@ def process_usage(pids: list[int]) -> dict[str, dict[str, int]]:
 
 
 async def _server_pids(client: httpx.AsyncClient) -> tuple[list[int], dict[str, Any]]:
-    stats = (await client.get("/stats", timeout=10)).json()
+    """The server's and its engines' pids, and its /stats. Raises SoakError when the server does
+    not answer /stats with its JSON (not running, wrong URL, a key needed)."""
+    try:
+        response = await client.get("/stats", timeout=10)
+    except httpx.HTTPError as exc:
+        raise SoakError(f"cannot reach {client.base_url}: {exc or type(exc).__name__}") from exc
+    if response.status_code != 200:
+        raise SoakError(f"{client.base_url}/stats answered {response.status_code}: {response.text[:200]}")
+    stats = response.json()
     pids = [stats["pid"]] + [model["pid"] for model in stats["models"].values() if model.get("pid")]
     return pids, stats
 
@@ -234,6 +246,9 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=4096, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=config.url, headers=headers, limits=limits) as client:
         pids, stats = await _server_pids(client)
+        for model in filter(None, (config.text_model, config.vision_model)):
+            if model not in stats["models"]:
+                raise SoakError(f"{config.url} does not serve {model!r} (it serves {', '.join(sorted(stats['models']))})")
         queue_limit = stats["models"][config.text_model]["max_queued_requests"]
         log(f"warming up ({config.concurrency} clients) ...")
         await asyncio.gather(
@@ -273,9 +288,15 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
         burst_task.cancel()
         elapsed = time.monotonic() - started
         await asyncio.sleep(2.0)  # let cancellations settle before reading counters
-        pids, stats = await _server_pids(client)
+        try:
+            pids, stats = await _server_pids(client)
+        except SoakError as exc:  # the server stopped answering during the soak: that is the verdict
+            tally.bad("server_gone", str(exc))
+            stats = {"models": {}, "event_loop_lag_ms": None}
         end_usage = process_usage(pids)
-    idle = all(model["in_flight"] == 0 and model["running"] == 0 for model in stats["models"].values())
+    idle = bool(stats["models"]) and all(
+        model["in_flight"] == 0 and model["running"] == 0 for model in stats["models"].values()
+    )
     failures = {
         kind: n
         for kind, n in tally.outcomes.items()
@@ -315,6 +336,7 @@ def format_report(report: dict[str, Any]) -> str:
             f" {a.get('open_fds', 0):>10} -> {b.get('open_fds', 0)}"
         )
     lag = report["event_loop_lag_ms"]
-    lines.append(f"  event loop lag ms      p50 {lag['p50']}  p99 {lag['p99']}  max {lag['max']}")
+    if lag:  # none when the server stopped answering
+        lines.append(f"  event loop lag ms      p50 {lag['p50']}  p99 {lag['p99']}  max {lag['max']}")
     lines += [f"  ! {problem}" for problem in report["problems"][:20]]
     return "\n".join(lines)
