@@ -248,7 +248,9 @@ async def run_soak(config: SoakConfig, log=print) -> dict[str, Any]:
         pids, stats = await _server_pids(client)
         for model in filter(None, (config.text_model, config.vision_model)):
             if model not in stats["models"]:
-                raise SoakError(f"{config.url} does not serve {model!r} (it serves {', '.join(sorted(stats['models']))})")
+                raise SoakError(
+                    f"{config.url} does not serve {model!r} (it serves {', '.join(sorted(stats['models']))})"
+                )
         queue_limit = stats["models"][config.text_model]["max_queued_requests"]
         log(f"warming up ({config.concurrency} clients) ...")
         await asyncio.gather(
