@@ -50,6 +50,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from appliance.cpu_affinity import unpin_this_thread
+from appliance.errors import AnswerCutShort
 
 __all__ = ["ACCEPT_BACKLOG", "BYTES_PER_SECOND", "ConnectionLimits", "SparseLog", "event_loop", "guarded_protocol"]
 
@@ -156,11 +157,28 @@ class _WatchedConnection(h11.Connection):
         return event
 
 
+class _QuietCutShort:
+    """uvicorn's error logger, silent about `AnswerCutShort`: the gate logged its reason in one
+    line, and uvicorn would add 'Exception in ASGI application' with the whole traceback."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> Any:  # level, warning, log...: the logger's own
+        return getattr(self._logger, name)
+
+    def error(self, msg: object, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
+        if isinstance(exc_info, AnswerCutShort):
+            return
+        self._logger.error(msg, *args, exc_info=exc_info, **kwargs)
+
+
 class _GuardedH11Protocol(H11Protocol):
     limits = ConnectionLimits()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.logger = _QuietCutShort(self.logger)  # type: ignore[assignment]  # passed to each request's cycle
         size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self.conn = _WatchedConnection(self._on_event, size)
         self._deadline: asyncio.TimerHandle | None = None

@@ -139,6 +139,14 @@ class EngineFailure(ApplianceError):
     code = "engine_failure"
 
 
+class AnswerCutShort(Exception):
+    """An answer already begun (status and some of its body sent) failed; its reason is logged.
+
+    Raised by the gate in place of the failure so the server closes the connection without the
+    body's end (the client sees an incomplete answer, never a short file that looks whole) and
+    logs no traceback for it (`connections`)."""
+
+
 class ConfigError(Exception):
     """A graph file or setting is invalid; the message names the file and the field."""
 

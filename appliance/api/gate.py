@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import hmac
 import ipaddress
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
+from litestar.exceptions import LitestarException
 from litestar.utils.path import normalize_path
 
 from appliance.api.csrf import SAFE_METHODS, accepted_media_type, same_origin
@@ -34,9 +36,12 @@ from appliance.api.socket_edge import (
     subprotocol_key,
 )
 from appliance.entry.record import RECORDED_CHARS, RequestRecord, current_record, log_line
+from appliance.errors import AnswerCutShort, ApplianceError
 from appliance.metrics import Metrics
 
 __all__ = ["RECORDED_CHARS", "Gate", "RequestRecord", "api_key", "current_record"]
+
+log = logging.getLogger("appliance.server")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -179,6 +184,17 @@ class Gate:
                 await refuse(*refusal)
             else:
                 await self.app(scope, receive, send_wrapper)
+        except Exception as exc:
+            if not status or (failure := _appliance_failure(exc)) is None:
+                raise
+            log.error(
+                "%s %s (request %s): the answer was cut short: %s",
+                scope["method"],
+                scope["path"],
+                record.request_id,
+                failure,
+            )
+            raise AnswerCutShort(str(failure)) from None
         finally:
             current_record.reset(token)
             self._finish(scope, record, status, time.monotonic() - started)
@@ -446,3 +462,15 @@ def _with_cors(send: Send, origin: str) -> Send:
         await send(message)
 
     return wrapped
+
+
+def _appliance_failure(exc: BaseException) -> ApplianceError | None:
+    """The appliance's own error (an engine killed mid-answer: `EngineFailure`) behind a failure
+    after the response started, or None for anything else (a defect keeps its traceback).
+    Litestar reports such a failure as `LitestarException(...)` raised from it, and its streaming
+    response wraps the iterator's error in an exception group (anyio's task group)."""
+    if isinstance(exc, LitestarException) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, ApplianceError) else None

@@ -113,6 +113,9 @@ class SpeechCall:
                     self.answered.first_token_at = time.monotonic()
                 if chunk:
                     yield chunk
+        except ApplianceError:  # the engine failed midway: logged as such, not as a whole answer
+            self.answered.finish_reason = "error"
+            raise
         finally:
             self.work.cancel()  # a no-op once spoken; else the engine stops before its next sentence
             if encoder is not None:

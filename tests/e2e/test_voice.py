@@ -181,6 +181,14 @@ def test_the_speaking_engine_killed_mid_request_loses_no_neighbour(
         stop.set()
         thread.join(timeout=60)
     assert server.model_status("demo-voice")["pid"] != pid
+    # One line says why the answer ended early, no uvicorn traceback; the access line says error.
+    log = server.log()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log
+    assert (
+        "/v1/audio/speech (request " in log
+        and "the answer was cut short: The engine of model 'demo-voice' failed" in log
+    )
+    assert '"path":"/v1/audio/speech","status":200' in log and '"finish_reason":"error"' in log
     assert not failures and transcribed
     assert all(word_error_rate(SENTENCE, text) <= 0.1 for text in transcribed)
     assert word_error_rate(SENTENCE, heard(client, again.content)) <= 0.1

@@ -242,3 +242,18 @@ def test_a_request_answered_to_a_client_that_never_reads_is_dropped_and_sees_a_d
     tcp_state = asyncio.run(serve())
     assert seen == ["http.request", "http.disconnect"]
     assert tcp_state[0] == 7  # TCP_CLOSE: reset by the server, not left to drain
+
+
+def test_only_an_answer_cut_short_is_kept_out_of_the_error_log(caplog: pytest.LogCaptureFixture) -> None:
+    """uvicorn's 'Exception in ASGI application' is dropped for `AnswerCutShort` (the gate logged
+    its reason in one line), and kept, traceback and all, for anything else."""
+    from appliance.connections import _QuietCutShort
+    from appliance.errors import AnswerCutShort
+
+    quiet = _QuietCutShort(logging.getLogger("uvicorn.error"))
+    assert quiet.level == logging.getLogger("uvicorn.error").level  # uvicorn reads it
+    with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
+        quiet.error("Exception in ASGI application\n", exc_info=AnswerCutShort("engine failed"))
+        assert caplog.records == []
+        quiet.error("Exception in ASGI application\n", exc_info=ValueError("a defect"))
+    assert [record.exc_info[0] for record in caplog.records] == [ValueError]
