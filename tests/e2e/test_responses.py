@@ -145,6 +145,26 @@ def test_streamed_function_call(openai_client: openai.OpenAI) -> None:
     jsonschema.validate(json.loads(call.arguments), WEATHER_SCHEMA)
 
 
+def test_a_deferred_function_is_not_shown_to_the_model(openai_client: openai.OpenAI) -> None:
+    """`defer_loading` (the SDK's FunctionToolParam allows it): only a tool search would load the
+    function, and `tool_search` is a hosted tool, not served: the model reads the request as if
+    the function were not there (same input tokens), and the answer echoes the tools as sent."""
+    deferred = {**TOOLS[0], "name": "get_forecast", "defer_loading": True}
+
+    def ask(tools: list[dict]) -> openai.types.responses.Response:
+        return openai_client.responses.create(
+            model=MODEL, input="What is the weather in Oslo?", tools=tools, max_output_tokens=8, temperature=0
+        )
+
+    plain, with_deferred = ask(TOOLS), ask([*TOOLS, {"type": "tool_search"}, deferred])
+    assert with_deferred.usage.input_tokens == plain.usage.input_tokens
+    shown = ask([*TOOLS, {**deferred, "defer_loading": False}])  # the template does show tools
+    assert shown.usage.input_tokens > plain.usage.input_tokens
+    assert with_deferred.output_text == plain.output_text
+    assert [tool.type for tool in with_deferred.tools] == ["function", "tool_search", "function"]
+    assert with_deferred.tools[2].defer_loading is True
+
+
 def test_json_schema_output(openai_client: openai.OpenAI) -> None:
     reply = openai_client.responses.create(
         model=MODEL,

@@ -124,9 +124,6 @@ def _check_options(body: ResponsesRequest) -> None:
             f"probability, not alternatives (include '{LOGPROBS}' gives those).",
             "top_logprobs",
         )
-    for path, tool, _ in function_tools(body.tools):
-        if tool.defer_loading:
-            raise unsupported("defer_loading is not supported: there is no tool search here.", path)
 
 
 def function_tools(tools: list[ResponseTool] | None) -> Iterator[tuple[str, FunctionTool, str | None]]:
@@ -149,6 +146,8 @@ def _tools(body: ResponsesRequest) -> tuple[list[Tool] | None, object]:
                 param=f"{path}.name",
             )
         paths[tool.name] = path
+        if tool.defer_loading:  # only a tool search loads it, and there is none here (a hosted tool)
+            continue
         tools.append(
             Tool(
                 function=FunctionDefinition(
