@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
@@ -98,6 +99,11 @@ class Database:
         (until the transaction ends). SQLite's `BEGIN IMMEDIATE` already serializes writers."""
         if self.dialect == "postgresql":
             connection.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    def insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT into `table` in the database's dialect, for its `on_conflict_do_nothing` and
+        `on_conflict_do_update` (alike in PostgreSQL and SQLite)."""
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
     def close(self) -> None:
         """Wait for the calls in flight, then close the connections."""
