@@ -149,6 +149,27 @@ def test_batch_lines_wait_while_a_live_request_is_in_flight() -> None:
     assert engine.batch_lane.paused_seconds > 0.2
 
 
+@pytest.mark.parametrize("width", [1, 3])
+def test_batch_lines_per_model_bounds_the_lines_running_at_once(width: int) -> None:
+    store = open_store()
+    engine = FakeEngineClient(batch_lines=width, batch_grace_seconds=0.0)
+    engine.hold = True  # lines run until released: those submitted are those running
+    file_id = _upload(store, [_line(f"r{i}") for i in range(6)])
+    with app_client(engine, store=store) as client:
+        created = _create(client, file_id)
+        deadline = time.monotonic() + 5
+        while _chat_submits(engine) < width and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # time for more lines to start, were the lane wider
+        running = _chat_submits(engine)
+        progress = client.get(f"/v1/batches/{created['id']}").json()["request_counts"]
+        engine.hold = False
+        engine._loop.call_soon_threadsafe(_finish_held, engine)
+        batch = _until_final(client, created["id"])
+    assert running == width and progress["completed"] == 0
+    assert batch["status"] == "completed" and batch["request_counts"]["completed"] == 6
+
+
 def test_live_admission_does_not_count_batch_lines() -> None:
     engine = FakeEngineClient(fake_graph(max_queued_requests=1))
     engine.hold = True
