@@ -73,9 +73,10 @@ class BatchRows:
         return await self.database.run(save)
 
     async def claim(self, batch_id: str, runner: str, seconds: float) -> bool:
-        """Hold the batch for `runner` for `seconds` from now (Unix time); False while another
-        runner's lease on it lasts. Claiming again renews."""
-        now = time.time()
+        """Hold the batch for `runner` for `seconds` from now (the database's clock, so servers
+        whose clocks differ agree on when a lease ends); False while another runner's lease on it
+        lasts. Claiming again renews."""
+        now = self.database.clock()
 
         def claim(connection: Connection) -> bool:
             free = or_(batches.c.lease_owner.is_(None), batches.c.lease_owner == runner, batches.c.lease_until < now)

@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from appliance.errors import ApplianceError, ConfigError
+from appliance.store.clock import DatabaseClock
 from appliance.store.migrations import migrate
 
 __all__ = ["POOL_SIZE", "Database", "StoreUnavailable", "open_database", "sqlite_file"]
@@ -72,6 +73,8 @@ class Database:
         """"sqlite" or "postgresql": for the few statements that differ (locks)."""
         self.description = description
         """What the logs may say about it: the SQLite file, or PostgreSQL's host and database."""
+        self.clock = DatabaseClock(self.dialect)
+        """The database's Unix seconds (`store.clock`): every time the store keeps is of this clock."""
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store")
 
     async def run(self, work: Callable[[Connection], T]) -> T:
@@ -84,6 +87,8 @@ class Database:
         """`run` on the calling thread (start-up, tests, tools): never from the event loop."""
         try:
             with self.engine.begin() as connection:
+                if self.clock.due():
+                    self.clock.sync(connection)
                 return work(connection)
         except sqlalchemy.exc.DBAPIError as exc:
             # The driver's own message (its first line): SQLAlchemy's would add the statement and

@@ -284,6 +284,42 @@ def test_a_version_2_store_is_upgraded_in_place(dialect: str, request: pytest.Fi
     store.database.close()
 
 
+def test_servers_sharing_postgresql_keep_the_databases_time_not_their_own(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from appliance.batches.book import BatchBook
+    from appliance.batches.runner import BatchRunner
+    from appliance.protocol.batches import Batch
+
+    honest = open_store(postgres_url)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 7200)  # a server two hours fast
+    fast = open_store(postgres_url)
+    assert abs(fast.database.clock() - real_time()) < 1 and abs(honest.database.clock() - real_time()) < 1
+    local = open_store("", tmp_path)  # SQLite: the machine's own clock is the database's
+    assert abs(local.database.clock() - real_time() - 7200) < 1
+    assert BatchRunner(None, fast).clock is fast.database.clock  # a batch's window: the database's 24 h
+
+    async def leases() -> None:
+        batch = Batch(
+            id="batch_c",
+            endpoint="/v1/embeddings",
+            input_file_id="f",
+            completion_window="24h",
+            status="in_progress",
+            created_at=0,
+        )
+        await BatchBook(honest.batches).create("", batch)
+        assert await honest.batches.claim("batch_c", "honest", 30)
+        assert not await fast.batches.claim("batch_c", "fast", 30)  # its clock says the lease ran out: it did not
+
+    run(leases())
+    assert run(fast.responses.put("o", "r", b"{}"))
+    assert run(honest.responses.get("o", "r")) == b"{}"  # stored for the hour by the database's clock
+    for store in (honest, fast, local):
+        store.database.close()
+
+
 def test_responses_survive_closing_the_database(tmp_path: Path) -> None:
     first = open_store("", tmp_path)
     assert run(first.responses.put("o", "resp_1", b'{"kept": true}'))
