@@ -94,13 +94,19 @@ def test_response_bounds_and_expiry(store: Store) -> None:
     assert not run(small.put("o", "x", b"x" * 11))
 
 
-def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -> None:
+def ticking_clock() -> Callable[[], float]:
+    """A clock a millisecond later at each reading: the order of puts is their time's."""
     now = [1000.0]
 
     def clock() -> float:
         now[0] += 0.001
         return now[0]
 
+    return clock
+
+
+def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -> None:
+    clock = ticking_clock()
     rows = responses_of(store, clock, max_responses=10, max_bytes=1_000_000)
     put = lambda owner, name: run(rows.put(owner, name, b"{}"))  # noqa: E731
     stored = lambda owner, name: run(rows.get(owner, name)) is not None  # noqa: E731
@@ -153,12 +159,7 @@ def test_the_counters_follow_every_write(store: Store) -> None:
 
 
 def test_the_response_just_written_is_never_its_own_victim(store: Store) -> None:
-    now = [1000.0]
-
-    def clock() -> float:
-        now[0] += 0.001
-        return now[0]
-
+    clock = ticking_clock()
     rows = responses_of(store, clock, max_responses=1, max_bytes=1000)
     for owner in ("b-key", "a-key", "c-key"):  # a tie at one response each: the writer's stays
         assert run(rows.put(owner, f"{owner}-1", b"{}"))
@@ -282,42 +283,6 @@ def test_a_version_2_store_is_upgraded_in_place(dialect: str, request: pytest.Fi
     assert run(store.responses.put("key1", "new", b"{}"))
     assert counters_agree_with_the_rows(store) == (6, 12)
     store.database.close()
-
-
-def test_servers_sharing_postgresql_keep_the_databases_time_not_their_own(
-    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from appliance.batches.book import BatchBook
-    from appliance.batches.runner import BatchRunner
-    from appliance.protocol.batches import Batch
-
-    honest = open_store(postgres_url)
-    real_time = time.time
-    monkeypatch.setattr(time, "time", lambda: real_time() + 7200)  # a server two hours fast
-    fast = open_store(postgres_url)
-    assert abs(fast.database.clock() - real_time()) < 1 and abs(honest.database.clock() - real_time()) < 1
-    local = open_store("", tmp_path)  # SQLite: the machine's own clock is the database's
-    assert abs(local.database.clock() - real_time() - 7200) < 1
-    assert BatchRunner(None, fast).clock is fast.database.clock  # a batch's window: the database's 24 h
-
-    async def leases() -> None:
-        batch = Batch(
-            id="batch_c",
-            endpoint="/v1/embeddings",
-            input_file_id="f",
-            completion_window="24h",
-            status="in_progress",
-            created_at=0,
-        )
-        await BatchBook(honest.batches).create("", batch)
-        assert await honest.batches.claim("batch_c", "honest", 30)
-        assert not await fast.batches.claim("batch_c", "fast", 30)  # its clock says the lease ran out: it did not
-
-    run(leases())
-    assert run(fast.responses.put("o", "r", b"{}"))
-    assert run(honest.responses.get("o", "r")) == b"{}"  # stored for the hour by the database's clock
-    for store in (honest, fast, local):
-        store.database.close()
 
 
 def test_responses_survive_closing_the_database(tmp_path: Path) -> None:
