@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import socket
 from collections.abc import Callable
@@ -142,7 +143,7 @@ def serve(settings: Settings) -> int:
     reloader = Reloader(
         registry,
         Path(settings.graphs),
-        lambda graph: EngineClient(graph, restart_delay=restart_delay, metrics=metrics),
+        _engine_maker(settings, metrics),
         prepare=prepare,
         drain_seconds=settings.drain_seconds,
     )
@@ -230,7 +231,7 @@ def _registry(
     budget: MemoryBudget | None,
 ) -> ModelRegistry:
     """An engine client per graph (none started yet), served under the settings' load limits."""
-    engines = [EngineClient(graph, restart_delay=restart_delay, on_fatal=on_fatal, metrics=metrics) for graph in graphs]
+    engines = [_engine_maker(settings, metrics, on_fatal)(graph) for graph in graphs]
     return ModelRegistry(
         engines,
         max_loaded_models=settings.max_loaded_models,
@@ -238,6 +239,21 @@ def _registry(
         load_queue_size=settings.load_queue_size,
         min_resident_seconds=settings.min_resident_seconds,
         metrics=metrics,
+    )
+
+
+def _engine_maker(
+    settings: Settings, metrics: Metrics | None, on_fatal: Callable[[str], None] | None = None
+) -> Callable[[Graph], EngineClient]:
+    """How the server makes a graph's engine client: the restart policy, the metrics and the
+    batch lane's settings. `on_fatal` for the engines of start-up only (a reload reports its own)."""
+    return functools.partial(
+        EngineClient,
+        restart_delay=restart_delay,
+        on_fatal=on_fatal,
+        metrics=metrics,
+        batch_lines=settings.batch_lines_per_model,
+        batch_grace_seconds=settings.batch_grace_seconds,
     )
 
 

@@ -212,6 +212,26 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             le=3600,
         ),
     ] = 10.0
+    batch_lines_per_model: Annotated[
+        int,
+        _about(
+            "/v1/batches: a batch's lines run at once on one model, at most, in the capacity live "
+            "requests leave (each line is one more sequence in the engine's steps)",
+            "N",
+            ge=1,
+            le=256,
+        ),
+    ] = 2
+    batch_grace_seconds: Annotated[
+        float,
+        _about(
+            "/v1/batches: how long a model must have had no live request in flight before batch lines "
+            "start on it again (a person's next request close behind meets no batch prefill)",
+            "S",
+            ge=0,
+            le=3600,
+        ),
+    ] = 0.5
     memory_budget: Annotated[
         str,
         _about(

@@ -8,6 +8,7 @@ its words reversed, one word per token.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from appliance.engine.host.client import EngineClient
 from appliance.engine.host.templates import GENERIC_TOOL_PARSER, ToolFormat
@@ -54,8 +55,9 @@ class FakeEngineClient(EngineClient):
     """When set, tokenize and detokenize commands get no answer (an engine busy with others)."""
     """When set, every reply is this text (in 4-character deltas) instead of the reversed prompt."""
 
-    def __init__(self, graph: Graph | None = None) -> None:
-        super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0)
+    def __init__(self, graph: Graph | None = None, **options: Any) -> None:
+        """`options`: `EngineClient`'s (`batch_lines`, `batch_grace_seconds`, ...)."""
+        super().__init__(graph or fake_graph(), restart_delay=lambda _: 0.0, **options)
         # The fake renders every message itself, tools and tool calls included, as a template
         # that reads them would (a fake graph's model folder holds no template to read).
         self.tools = ToolFormat(

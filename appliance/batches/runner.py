@@ -4,13 +4,13 @@ server's event loop; those unfinished when the server stopped (or was killed) re
 On a store servers share (PostgreSQL), each batch runs on one server at a time: a server holds a
 lease on the batch it runs and renews it every second; the others look every fifteen seconds for
 unfinished batches whose lease ran out (a server that died) and take them over, resuming where
-the store says the batch stands."""
+the store says the batch stands. Every time here (a batch's `created_at`, `expires_at`, its lease)
+is the store's clock (`Database.clock`), so the servers need not agree on theirs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 
@@ -34,11 +34,13 @@ LEASE_SECONDS = 30.0
 class BatchRunner:
     """Batches over `entry`, kept in `store`; `start()` resumes, `stop()` leaves the rest for the next start."""
 
-    def __init__(self, entry: Entry, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, entry: Entry, store: Store, *, clock: Callable[[], float] | None = None) -> None:
+        """`clock`: Unix seconds, by default the store's (`Database.clock`: on PostgreSQL the
+        database's, so a batch's window is the same 24 hours to every server sharing it)."""
         self.entry = entry
         self.book = BatchBook(store.batches)
         self.files = store.files
-        self.clock = clock
+        self.clock = clock or store.database.clock
         self._runs: dict[str, tuple[BatchRun, asyncio.Task[None]]] = {}
         self._resuming: asyncio.Task[None] | None = None
         self.runner_id = uuid.uuid4().hex

@@ -3,6 +3,8 @@ PostgreSQL when `store_url` names one (servers sharing it share the state).
 
 - `database`: `open_database(url, state_dir)` (created, migrated) and `Database.run(work)`, the one
   way to the database: `work(connection)` in one transaction, on the database's own threads.
+- `clock`: `DatabaseClock`, `Database.clock`: the database's time, which every time kept in the
+  store is of (servers sharing PostgreSQL need not agree on theirs).
 - `migrations`: the schema's numbered steps and `schema_version`.
 - `schema`: the tables as they are now (SQLAlchemy Core), and `owner_of(api_key)`, the owner every
   row is kept under (a hash of the key).
@@ -68,12 +70,13 @@ def open_store(url: str = "", state_dir: Path | None = None, limits: StoreLimits
     database = open_database(url, state_dir)
     return Store(
         database=database,
-        responses=ResponseRows(database, max_responses=limits.max_stored_responses),
+        responses=ResponseRows(database, max_responses=limits.max_stored_responses, clock=database.clock),
         files=FileRows(
             database,
             max_file_bytes=limits.max_file_bytes,
             max_file_lines=limits.max_file_lines,
             max_owner_bytes=limits.max_stored_file_bytes,
+            clock=database.clock,
         ),
         batches=BatchRows(database),
     )

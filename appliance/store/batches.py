@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, func, or_, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from appliance.store.database import Database
 from appliance.store.schema import batch_lines, batches
@@ -74,9 +73,10 @@ class BatchRows:
         return await self.database.run(save)
 
     async def claim(self, batch_id: str, runner: str, seconds: float) -> bool:
-        """Hold the batch for `runner` for `seconds` from now (Unix time); False while another
-        runner's lease on it lasts. Claiming again renews."""
-        now = time.time()
+        """Hold the batch for `runner` for `seconds` from now (the database's clock, so servers
+        whose clocks differ agree on when a lease ends); False while another runner's lease on it
+        lasts. Claiming again renews."""
+        now = self.database.clock()
 
         def claim(connection: Connection) -> bool:
             free = or_(batches.c.lease_owner.is_(None), batches.c.lease_owner == runner, batches.c.lease_until < now)
@@ -142,13 +142,12 @@ class BatchRows:
     async def answer_many(self, batch_id: str, answers: list[tuple[int, bool, bytes]]) -> int:
         """Record each (line, ok, output) in one transaction (one disk sync for thousands of lines
         cancelled at once); returns how many were not answered before."""
-        insert = postgresql.insert if self.database.dialect == "postgresql" else sqlite.insert
 
         def answer(connection: Connection) -> int:
             written = 0
             for line, ok, output in answers:
                 statement = (
-                    insert(batch_lines)
+                    self.database.insert(batch_lines)
                     .values(batch_id=batch_id, line=line, ok=ok, output=output)
                     .on_conflict_do_nothing(index_elements=["batch_id", "line"])
                     .returning(batch_lines.c.line)

@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from appliance.errors import ApplianceError, ConfigError
+from appliance.store.clock import DatabaseClock
 from appliance.store.migrations import migrate
 
 __all__ = ["POOL_SIZE", "Database", "StoreUnavailable", "open_database", "sqlite_file"]
@@ -71,6 +73,8 @@ class Database:
         """"sqlite" or "postgresql": for the few statements that differ (locks)."""
         self.description = description
         """What the logs may say about it: the SQLite file, or PostgreSQL's host and database."""
+        self.clock = DatabaseClock(self.dialect)
+        """The database's Unix seconds (`store.clock`): every time the store keeps is of this clock."""
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store")
 
     async def run(self, work: Callable[[Connection], T]) -> T:
@@ -83,6 +87,8 @@ class Database:
         """`run` on the calling thread (start-up, tests, tools): never from the event loop."""
         try:
             with self.engine.begin() as connection:
+                if self.clock.due():
+                    self.clock.sync(connection)
                 return work(connection)
         except sqlalchemy.exc.DBAPIError as exc:
             # The driver's own message (its first line): SQLAlchemy's would add the statement and
@@ -98,6 +104,11 @@ class Database:
         (until the transaction ends). SQLite's `BEGIN IMMEDIATE` already serializes writers."""
         if self.dialect == "postgresql":
             connection.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    def insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT into `table` in the database's dialect, for its `on_conflict_do_nothing` and
+        `on_conflict_do_update` (alike in PostgreSQL and SQLite)."""
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
     def close(self) -> None:
         """Wait for the calls in flight, then close the connections."""

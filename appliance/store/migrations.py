@@ -37,9 +37,27 @@ def _batches(connection: Connection) -> None:
     schema.batch_lines.create(connection)
 
 
+def _response_counters(connection: Connection) -> None:
+    """Each owner's stored responses counted once here, then kept in step by every write."""
+    schema.response_owners.create(connection)
+    schema.response_totals.create(connection)
+    connection.execute(
+        sqlalchemy.text(
+            "INSERT INTO response_owners (owner, responses, bytes) "
+            "SELECT owner, COUNT(*), SUM(size) FROM responses GROUP BY owner"
+        )
+    )
+    connection.execute(
+        sqlalchemy.text(
+            "INSERT INTO response_totals (id, responses, bytes) SELECT 1, COUNT(*), COALESCE(SUM(size), 0) FROM responses"
+        )
+    )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _responses_and_files,  # 1
     _batches,  # 2
+    _response_counters,  # 3
 ]
 
 

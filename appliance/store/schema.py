@@ -11,7 +11,17 @@ import hashlib
 
 from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
 
-__all__ = ["batch_lines", "batches", "files", "metadata", "owner_of", "responses", "schema_version"]
+__all__ = [
+    "batch_lines",
+    "batches",
+    "files",
+    "metadata",
+    "owner_of",
+    "response_owners",
+    "response_totals",
+    "responses",
+    "schema_version",
+]
 
 
 def owner_of(api_key: str | None) -> str:
@@ -42,6 +52,29 @@ responses = Table(
 )
 """Stored responses of the Responses API: `body` is the JSON the dialect wrote (the response and
 its conversation), `size` its bytes, the unit of the store's byte bound."""
+
+response_owners = Table(
+    "response_owners",
+    metadata,
+    Column("owner", String(64), primary_key=True),
+    Column("responses", Integer, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Index("response_owners_responses", "responses"),
+    Index("response_owners_bytes", "bytes"),
+)
+"""Each owner's rows in `responses` (expired ones until they are deleted): how many and their
+`size` together, kept in step by every write (`store.responses`), so a write finds the owner
+holding the largest share by an index instead of counting the table. An owner with none has no
+row."""
+
+response_totals = Table(
+    "response_totals",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("responses", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+)
+"""One row (`id` 1): the sums of `response_owners`, what the store's bounds are checked against."""
 
 files = Table(
     "files",

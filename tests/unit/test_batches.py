@@ -1,11 +1,13 @@
 """The Batch API on the fake engine: every line checked before any runs, answered once in
-OpenAI's shapes, yielding to live requests, cancelled, expired and resumed from the store."""
+OpenAI's shapes, yielding to live requests, cancelled, expired and resumed from the store, its
+lease and window by the store's clock."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -147,6 +149,27 @@ def test_batch_lines_wait_while_a_live_request_is_in_flight() -> None:
         batch = _until_final(client, created["id"])
     assert batch["status"] == "completed" and _chat_submits(engine) == 4
     assert engine.batch_lane.paused_seconds > 0.2
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_batch_lines_per_model_bounds_the_lines_running_at_once(width: int) -> None:
+    store = open_store()
+    engine = FakeEngineClient(batch_lines=width, batch_grace_seconds=0.0)
+    engine.hold = True  # lines run until released: those submitted are those running
+    file_id = _upload(store, [_line(f"r{i}") for i in range(6)])
+    with app_client(engine, store=store) as client:
+        created = _create(client, file_id)
+        deadline = time.monotonic() + 5
+        while _chat_submits(engine) < width and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # time for more lines to start, were the lane wider
+        running = _chat_submits(engine)
+        progress = client.get(f"/v1/batches/{created['id']}").json()["request_counts"]
+        engine.hold = False
+        engine._loop.call_soon_threadsafe(_finish_held, engine)
+        batch = _until_final(client, created["id"])
+    assert running == width and progress["completed"] == 0
+    assert batch["status"] == "completed" and batch["request_counts"]["completed"] == 6
 
 
 def test_live_admission_does_not_count_batch_lines() -> None:
@@ -364,14 +387,7 @@ def test_a_batch_is_one_servers_until_its_lease_runs_out(database_store: Store) 
     from appliance.batches.book import BatchBook
 
     rows = database_store.batches
-    batch = Batch(
-        id="batch_l",
-        endpoint="/v1/chat/completions",
-        input_file_id="f",
-        completion_window="24h",
-        status="in_progress",
-        created_at=0,
-    )
+    batch = _running_batch("batch_l")
 
     async def scenario() -> None:
         await BatchBook(rows).create("", batch)
@@ -383,3 +399,45 @@ def test_a_batch_is_one_servers_until_its_lease_runs_out(database_store: Store) 
         assert not await rows.claim("batch_l", "server-a", 30)
 
     asyncio.run(scenario())
+
+
+def _running_batch(batch_id: str) -> Batch:
+    """A batch row as a server running it writes it (what the lease tests need of one)."""
+    return Batch(
+        id=batch_id,
+        endpoint="/v1/chat/completions",
+        input_file_id="f",
+        completion_window="24h",
+        status="in_progress",
+        created_at=0,
+    )
+
+
+def test_servers_sharing_postgresql_keep_the_databases_time_not_their_own(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose clock is two hours fast reads the database's time from a shared store: it
+    cannot take over a batch whose lease (by the database's time) lasts, and its batches' window
+    and stored responses are of the database's clock."""
+    from appliance.batches.book import BatchBook
+    from appliance.batches.runner import BatchRunner
+
+    honest = open_store(postgres_url)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 7200)  # a server two hours fast
+    fast = open_store(postgres_url)
+    assert abs(fast.database.clock() - real_time()) < 1 and abs(honest.database.clock() - real_time()) < 1
+    local = open_store("", tmp_path)  # SQLite: the machine's own clock is the database's
+    assert abs(local.database.clock() - real_time() - 7200) < 1
+    assert BatchRunner(None, fast).clock is fast.database.clock  # a batch's window: the database's 24 h
+
+    async def leases() -> None:
+        await BatchBook(honest.batches).create("", _running_batch("batch_c"))
+        assert await honest.batches.claim("batch_c", "honest", 30)
+        assert not await fast.batches.claim("batch_c", "fast", 30)  # its clock says the lease ran out: it did not
+
+    asyncio.run(leases())
+    assert asyncio.run(fast.responses.put("o", "r", b"{}"))
+    assert asyncio.run(honest.responses.get("o", "r")) == b"{}"  # stored for the hour by the database's clock
+    for store in (honest, fast, local):
+        store.database.close()

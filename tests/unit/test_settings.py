@@ -39,6 +39,10 @@ def test_precedence(tmp_path: Path) -> None:
         ("min_resident_seconds = nan\n", "min_resident_seconds"),
         ("shutdown_delay_seconds = inf\n", "shutdown_delay_seconds"),
         ("write_timeout = inf\n", "write_timeout"),
+        ("batch_lines_per_model = 0\n", "batch_lines_per_model"),
+        ("batch_lines_per_model = 257\n", "batch_lines_per_model"),
+        ("batch_grace_seconds = -0.1\n", "batch_grace_seconds"),
+        ("batch_grace_seconds = nan\n", "batch_grace_seconds"),
     ],
 )
 def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
@@ -52,6 +56,19 @@ def test_bad_settings_file(tmp_path: Path, text: str, expected: str) -> None:
 def test_bad_environment_value() -> None:
     with pytest.raises(ConfigError, match="port"):
         load_settings({}, environ={"APPLIANCE_PORT": "eighty"})
+
+
+def test_the_batch_lane_settings_reach_each_engine() -> None:
+    from appliance.server import _engine_maker
+    from tests.fakes import fake_graph
+
+    assert (Settings().batch_lines_per_model, Settings().batch_grace_seconds) == (2, 0.5)
+    settings = load_settings({"batch_lines_per_model": 1}, environ={"APPLIANCE_BATCH_GRACE_SECONDS": "0.05"})
+    engine = _engine_maker(settings, None)(fake_graph())
+    assert (engine.batch_lane.slots, engine.batch_lane.grace) == (1, 0.05)
+    with pytest.raises(ConfigError) as refused:
+        load_settings({}, environ={"APPLIANCE_BATCH_LINES_PER_MODEL": "0"})
+    assert "batch_lines_per_model" in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_missing_settings_file(tmp_path: Path) -> None:

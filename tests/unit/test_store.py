@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import sqlalchemy
+from sqlalchemy import text
 
 from appliance.errors import ConfigError, InvalidRequest, PayloadTooLarge
 from appliance.store import FileRows, ResponseRows, Store, StoreLimits, StoreUnavailable, open_store, owner_of
 from appliance.store.database import sqlite_file
 from appliance.store.migrations import STEPS
+from appliance.store.schema import schema_version
 from tests.postgres import PostgresServer
 
 
@@ -90,13 +94,19 @@ def test_response_bounds_and_expiry(store: Store) -> None:
     assert not run(small.put("o", "x", b"x" * 11))
 
 
-def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -> None:
+def ticking_clock() -> Callable[[], float]:
+    """A clock a millisecond later at each reading: the order of puts is their time's."""
     now = [1000.0]
 
     def clock() -> float:
         now[0] += 0.001
         return now[0]
 
+    return clock
+
+
+def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -> None:
+    clock = ticking_clock()
     rows = responses_of(store, clock, max_responses=10, max_bytes=1_000_000)
     put = lambda owner, name: run(rows.put(owner, name, b"{}"))  # noqa: E731
     stored = lambda owner, name: run(rows.get(owner, name)) is not None  # noqa: E731
@@ -112,6 +122,167 @@ def test_eviction_takes_from_the_owner_holding_the_largest_share(store: Store) -
         put("quiet", f"q-more{index}")
     assert sum(stored("quiet", f"q-more{i}") for i in range(20)) == 5
     assert sum(stored("busy", f"b{index}") for index in range(100)) == 5
+
+
+def counters_agree_with_the_rows(store: Store) -> tuple[int, int]:
+    """The counters a put reads equal what the table holds; returns the totals."""
+
+    def read(connection):
+        owners = connection.execute(text("SELECT owner, responses, bytes FROM response_owners ORDER BY owner")).all()
+        counted = connection.execute(
+            text("SELECT owner, COUNT(*), SUM(size) FROM responses GROUP BY owner ORDER BY owner")
+        ).all()
+        totals = connection.execute(text("SELECT responses, bytes FROM response_totals")).all()
+        return [tuple(row) for row in owners], [tuple(row) for row in counted], [tuple(row) for row in totals]
+
+    owners, counted, totals = store.database.run_now(read)
+    assert owners == counted
+    assert totals == [(sum(row[1] for row in counted), sum(row[2] for row in counted))]
+    return totals[0]
+
+
+def test_the_counters_follow_every_write(store: Store) -> None:
+    now = [1000.0]
+    rows = responses_of(store, lambda: now[0], max_responses=5, max_bytes=100, ttl_seconds=10)
+    for index in range(8):
+        now[0] += 0.5
+        assert run(rows.put(f"o{index % 3}", f"r{index}", b"x" * (index + 1)))
+        counters_agree_with_the_rows(store)
+    assert run(rows.put("o0", "r7", b"replaced"))  # the same id again: replaced, counted once
+    assert run(rows.delete("o1", "r4")) and not run(rows.delete("o1", "r4"))
+    assert counters_agree_with_the_rows(store) == run(rows.usage())
+    assert run(rows.put("big", "b", b"y" * 95))  # one body that takes nearly all the bytes
+    assert counters_agree_with_the_rows(store) == (1, 95)
+    now[0] += 20  # everything expired: the next put deletes it and counts that
+    assert run(rows.put("o0", "late", b"z"))
+    assert counters_agree_with_the_rows(store) == (1, 1)
+
+
+def test_the_response_just_written_is_never_its_own_victim(store: Store) -> None:
+    clock = ticking_clock()
+    rows = responses_of(store, clock, max_responses=1, max_bytes=1000)
+    for owner in ("b-key", "a-key", "c-key"):  # a tie at one response each: the writer's stays
+        assert run(rows.put(owner, f"{owner}-1", b"{}"))
+        assert run(rows.get(owner, f"{owner}-1")) == b"{}"
+    bytes_bound = responses_of(store, clock, max_responses=100, max_bytes=1000)
+    assert run(bytes_bound.put("small", "s", b"x" * 300))
+    assert run(bytes_bound.put("large", "l", b"x" * 900))  # its share is the largest, yet it is kept
+    assert run(bytes_bound.get("large", "l")) is not None and run(bytes_bound.get("small", "s")) is None
+
+
+def test_concurrent_writers_keep_the_bound_and_the_counters(store: Store, tmp_path: Path) -> None:
+    # A second server on the same database: the same PostgreSQL URL, or the same SQLite file.
+    url = store.database.engine.url
+    if store.database.dialect == "postgresql":
+        other = open_store(url.render_as_string(hide_password=False).replace("+psycopg", ""))
+    else:
+        other = open_store("", tmp_path / "state")
+    bound = 20
+    writers = [responses_of(opened, max_responses=bound, max_bytes=10_000) for opened in (store, other)]
+
+    def write(worker: int) -> None:
+        rows = writers[worker % 2]
+        for index in range(40):
+            name = f"w{worker}-{index}"
+            assert run(rows.put(f"key{worker % 3}", name, b"x" * (index % 7 + 1)))
+            if index % 5 == 0:
+                run(rows.delete(f"key{worker % 3}", name))
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))
+    count, size = counters_agree_with_the_rows(store)
+    assert 0 < count <= bound and size <= 10_000
+    other.database.close()
+
+
+def test_a_put_costs_the_same_over_a_large_table() -> None:
+    """SQLite's virtual-machine steps for one put (its progress handler counts them): alike with
+    a hundred responses stored and with twenty thousand, the same owner's and others'."""
+    store = open_store()
+    rows = responses_of(store, max_responses=1_000_000, max_bytes=1 << 40)
+    steps = [0]
+
+    def count_steps(connection) -> None:
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        connection.connection.dbapi_connection.set_progress_handler(step, 1)
+
+    def fill(count: int) -> None:
+        def insert(connection) -> None:
+            connection.execute(
+                text(
+                    "INSERT INTO responses (id, owner, stored_at, expires_at, size, body) "
+                    "VALUES (:id, :owner, :at, :at + 3600, 2, X'7B7D')"
+                ),
+                [
+                    {"id": f"fill-{count}-{index}", "owner": f"key{index % 50}", "at": time.time()}
+                    for index in range(count)
+                ],
+            )
+            connection.execute(text("DELETE FROM response_owners"))
+            connection.execute(text("DELETE FROM response_totals"))
+            connection.execute(
+                text("INSERT INTO response_owners SELECT owner, COUNT(*), SUM(size) FROM responses GROUP BY owner")
+            )
+            connection.execute(text("INSERT INTO response_totals SELECT 1, COUNT(*), SUM(size) FROM responses"))
+
+        store.database.run_now(insert)
+
+    def put_steps(name: str) -> int:
+        rows.max_responses = run(rows.usage())[0]  # full: each put evicts one
+        steps[0] = 0
+        assert run(rows.put("key7", name, b"{}"))
+        return steps[0]
+
+    store.database.run_now(count_steps)
+    fill(100)
+    small = min(put_steps(f"small-{index}") for index in range(3))
+    fill(20_000)
+    large = min(put_steps(f"large-{index}") for index in range(3))
+    assert large < small * 1.5 + 50, (small, large)
+    counters_agree_with_the_rows(store)
+    store.database.close()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_version_2_store_is_upgraded_in_place(dialect: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """A store written before the counters (schema version 2, stored responses in it) gets them
+    counted from its rows at the next start, and its responses stay."""
+    if dialect == "sqlite":
+        url, open_it = f"sqlite:///{sqlite_file(tmp_path)}", lambda: open_store("", tmp_path)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        open_it = lambda: open_store(url)  # noqa: E731
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as connection:
+        schema_version.create(connection)
+        connection.execute(schema_version.insert().values(version=2))
+        for step in STEPS[:2]:
+            step(connection)
+        for index in range(5):
+            connection.execute(
+                text(
+                    "INSERT INTO responses (id, owner, stored_at, expires_at, size, body) "
+                    "VALUES (:id, :owner, :at, :at + 3600, :size, :body)"
+                ),
+                {
+                    "id": f"old-{index}",
+                    "owner": f"key{index % 2}",
+                    "at": time.time(),
+                    "size": index,
+                    "body": b"x" * index,
+                },
+            )
+    engine.dispose()
+    store = open_it()
+    assert store.database.run_now(lambda c: c.execute(text("SELECT version FROM schema_version")).scalar()) == 3
+    assert counters_agree_with_the_rows(store) == (5, 10)
+    assert run(store.responses.get("key1", "old-3")) == b"xxx"
+    assert run(store.responses.put("key1", "new", b"{}"))
+    assert counters_agree_with_the_rows(store) == (6, 12)
+    store.database.close()
 
 
 def test_responses_survive_closing_the_database(tmp_path: Path) -> None:

@@ -2,14 +2,16 @@
 
 A batch line takes a turn (`BatchLane.turn`) and runs its request inside it (`Turn.run`). A turn
 is given only while the engine has no live request in flight and fewer than `slots` batch lines
-running. A live request admitted while batch lines run preempts them (`preempt`, called by the
-engine's admission): their requests are cancelled in the engine, freeing its steps for the
-person's prefill, and each line is run again from the start once the lane is free (`Preempted`).
-A person's request therefore never queues behind a batch's and meets batch sequences only for
-the step in which they leave. Lines start again only once no live request has been in flight for
-`LIVE_GRACE_SECONDS`: a line started between two people's requests close together (a client's
-next turn, an agent's next call) puts its prefill step in the next person's way, and that step
-(two prompts at once) was what a person beside a batch waited for (see `LIVE_GRACE_SECONDS`). Live admission does not count batch lines against
+running (the `batch_lines_per_model` setting, `BATCH_SLOTS` by default). A live request admitted
+while batch lines run preempts them (`preempt`, called by the engine's admission): their requests
+are cancelled in the engine, freeing its steps for the person's prefill, and each line is run
+again from the start once the lane is free (`Preempted`). A person's request therefore never
+queues behind a batch's and meets batch sequences only for the step in which they leave. Lines
+start again only once no live request has been in flight for `grace` seconds (the
+`batch_grace_seconds` setting, `LIVE_GRACE_SECONDS` by default): a line started between two
+people's requests close together (a client's next turn, an agent's next call) puts its prefill
+step in the next person's way, and that step (two prompts at once) was what a person beside a
+batch waited for (see `LIVE_GRACE_SECONDS`). Live admission does not count batch lines against
 `max_queued_requests` (`EngineCalls._admit`), so a batch never turns a person away.
 
 Live requests are counted as the engine's `in_flight` less the batch lines holding a turn: a line
@@ -32,12 +34,13 @@ __all__ = ["BATCH_SLOTS", "LIVE_GRACE_SECONDS", "BatchLane", "Preempted", "in_ba
 T = TypeVar("T")
 
 BATCH_SLOTS = 2
-"""Batch lines in flight per engine at most."""
+"""Batch lines in flight per engine at most (the `batch_lines_per_model` setting's default)."""
 LIVE_GRACE_SECONDS = 0.5
 """How long after the last live request was seen in flight batch lines wait before they start
-again. Without it, on demo-1b with people 0.2 s apart, lines restarted 20 ms after each person's
-request ended and the next person met their prefill step in flight: live TTFT p50 1.6x, p95 2x
-(docs/bench.md, "Batches beside people"). A person idle longer than this meets at most one step."""
+again (the `batch_grace_seconds` setting's default). Without it, on demo-1b with people 0.2 s
+apart, lines restarted 20 ms after each person's request ended and the next person met their
+prefill step in flight: live TTFT p50 1.6x, p95 2x (docs/bench.md, "Batches beside people"). A
+person idle longer than this meets at most one step."""
 _POLL_SECONDS = 0.02
 """How often a waiting line looks again (it waits only while the lane is full or people are served)."""
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from appliance.engine.host.batch_lane import BatchLane
+from appliance.engine.host.batch_lane import BATCH_SLOTS, LIVE_GRACE_SECONDS, BatchLane
 from appliance.engine.host.calls import EngineCalls, Reservation
 from appliance.engine.host.client_metrics import ClientMetrics
 from appliance.engine.host.engine_process import EngineProcess
@@ -52,9 +52,12 @@ class EngineClient(ProcessLifecycle, EngineCalls):
         restart_delay: Callable[[int], float],
         on_fatal: Callable[[str], None] | None = None,
         metrics: Metrics | None = None,
+        batch_lines: int = BATCH_SLOTS,
+        batch_grace_seconds: float = LIVE_GRACE_SECONDS,
     ) -> None:
         """`restart_delay(n)`: seconds to wait before the (n+1)-th restart in a row of a dead
-        engine process (the runtime's policy, `appliance.runtime.backoff`)."""
+        engine process (the runtime's policy, `appliance.runtime.backoff`). `batch_lines`,
+        `batch_grace_seconds`: the batch lane's width and grace (`BatchLane`'s `slots`, `grace`)."""
         self.graph = graph
         self._restart_delay = restart_delay
         self._metrics = ClientMetrics(metrics, graph.name)
@@ -99,9 +102,9 @@ class EngineClient(ProcessLifecycle, EngineCalls):
         once loaded)."""
         self._reserved = 0
         self._asking = 0
-        self.batch_lane = BatchLane(lambda: self.live_in_flight)
-        """Where batch lines wait for the capacity live traffic leaves (`batch_lane`)."""
         """Tokenize and detokenize commands sent and not answered."""
+        self.batch_lane = BatchLane(lambda: self.live_in_flight, slots=batch_lines, grace=batch_grace_seconds)
+        """Where batch lines wait for the capacity live traffic leaves (`batch_lane`)."""
         self._audio_seconds = 0.0
         """Speech graphs: seconds of audio sent to transcribe and not answered."""
         self._on_fatal = on_fatal
