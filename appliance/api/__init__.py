@@ -2,7 +2,8 @@
 
 - `app`: the application (dependencies, lifespan); one router per dialect: `openai_routes`,
   `responses_routes` (OpenAI's Responses API, on the chat plan), `messages_routes` (Anthropic's),
-  `lmi_routes`, `elastic_routes`, each with its `profiles.DialectProfile`; plus `tokenize_routes`,
+  `lmi_routes`, `elastic_routes`, `ollama_routes` (gathering `ollama_chat_routes`, `ollama_embed_routes`,
+  `ollama_model_routes`, with `ollama_lines`), each with its `profiles.DialectProfile`; plus `tokenize_routes`,
   `retrieval_routes`, `speech_routes` (speech to text), `tts_routes` (text to speech), `ops_routes`,
   `openapi` and `playground` (the chat page's files);
 - `handling`: what the dialects' handlers share (client-disconnect watch, access-log record, the

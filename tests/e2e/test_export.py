@@ -9,7 +9,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from appliance.tools.demo.recipes import CHAT_TOKENIZER, RECIPES
+from appliance.tools.demo.recipes import RECIPES
+from appliance.tools.demo.tokenizer_specs import CHAT_TOKENIZER
 from tests.conftest import start_server, stop_server
 
 

@@ -92,7 +92,8 @@ def test_install_the_export_tools_from_a_bundle_with_no_network_then_export(tmp_
     if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
         pytest.skip("no network namespaces here (unshare -n)")
     from appliance.tools.demo.export import make_causal_lm, train_tokenizer
-    from appliance.tools.demo.recipes import CHAT_TOKENIZER, RECIPES
+    from appliance.tools.demo.recipes import RECIPES
+    from appliance.tools.demo.tokenizer_specs import CHAT_TOKENIZER
 
     hf = tmp_path / "hf-tiny-chat"  # a tiny random chat model, saved as the Hub serves one
     tokenizer = train_tokenizer(CHAT_TOKENIZER)

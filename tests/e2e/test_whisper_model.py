@@ -20,7 +20,7 @@ import pytest
 
 from appliance.tools.bench.recording import word_error_rate, words
 from appliance.tools.demo import build_demo
-from appliance.tools.demo.recipes import RECIPES
+from appliance.tools.demo.recipes import RECIPES, fingerprint
 from appliance.tools.demo.store import is_current
 from appliance.tools.demo.whisper import WHISPER_FILES
 
@@ -64,7 +64,7 @@ def test_word_error_rate_counts_edits() -> None:
 def test_models_are_built_and_current(whisper_root: Path) -> None:
     for name in ("demo-whisper", "demo-whisper-multi"):
         model_dir = whisper_root / "models" / name
-        assert is_current(model_dir, RECIPES[name].fingerprint(), WHISPER_FILES), name
+        assert is_current(model_dir, fingerprint(RECIPES[name]), WHISPER_FILES), name
         assert (whisper_root / "graphs" / f"{name}.toml").is_file()
     lines: list[str] = []
     graph = whisper_root / "graphs" / "demo-whisper.toml"

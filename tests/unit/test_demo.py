@@ -22,18 +22,13 @@ from appliance.cli import main
 from appliance.graphfiles import load_graph
 from appliance.tools.demo import DEFAULT_DEMOS, build_demo, packaged
 from appliance.tools.demo import builder as demo_builder
+from appliance.tools.demo.chat_recipes import SMOLLM2
 from appliance.tools.demo.export import VLM_FILES, key_files
 from appliance.tools.demo.graph import render_graph
-from appliance.tools.demo.recipes import (
-    RECIPES,
-    SMOLLM2,
-    TINY_MULTILINGUAL_WHISPER,
-    WHISPER_TINY_EN,
-    DemoRecipe,
-    GraphSpec,
-    ModelRef,
-    PackagedGGUFSpec,
-)
+from appliance.tools.demo.packaged_specs import PackagedGGUFSpec
+from appliance.tools.demo.recipe_types import DemoRecipe, GraphSpec, ModelRef
+from appliance.tools.demo.recipes import RECIPES, fingerprint
+from appliance.tools.demo.speech_recipes import TINY_MULTILINGUAL_WHISPER, WHISPER_TINY_EN
 from appliance.tools.demo.store import STAMP_NAME, is_current, read_stamp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,12 +131,12 @@ def test_rerun_is_a_noop(built: tuple[Path, list[Path], list[str]]) -> None:
 def test_stamp_matches_recipe_only(built: tuple[Path, list[Path], list[str]]) -> None:
     model_dir = built[0] / "models" / "demo-chat"
     recipe = RECIPES["demo-chat"]
-    fingerprint = recipe.fingerprint()
+    stamp = fingerprint(recipe)
     assert read_stamp(model_dir)["fingerprint"]["model"]["hidden_size"] == 128
-    assert is_current(model_dir, fingerprint, MODEL_FILES)
-    changed = dict(fingerprint, model={**fingerprint["model"], "seed": 1})
+    assert is_current(model_dir, stamp, MODEL_FILES)
+    changed = dict(stamp, model={**stamp["model"], "seed": 1})
     assert not is_current(model_dir, changed, MODEL_FILES)
-    assert not is_current(model_dir, fingerprint, [*MODEL_FILES, "missing.bin"])
+    assert not is_current(model_dir, stamp, [*MODEL_FILES, "missing.bin"])
 
 
 @builds
@@ -203,7 +198,7 @@ def test_demo_vision_model_and_graph(demo_root: Path) -> None:
     model_dir = demo_root / "models" / "demo-vision"
     for name in VLM_FILES:
         assert (model_dir / name).is_file(), name
-    assert is_current(model_dir, RECIPES["demo-vision"].fingerprint(), VLM_FILES)
+    assert is_current(model_dir, fingerprint(RECIPES["demo-vision"]), VLM_FILES)
     processor = json.loads((model_dir / "preprocessor_config.json").read_text())
     assert (processor["min_pixels"], processor["max_pixels"]) == (56 * 56, 224 * 224)
     config = json.loads((model_dir / "config.json").read_text())
@@ -433,14 +428,14 @@ def test_the_shared_test_root_links_demo_smol(smol_root: Path) -> None:
     model = smol_root / "models" / "demo-smol" / SMOLLM2.file
     source = packaged.locate("demo-smol", SMOLLM2)
     assert os.path.samefile(model, source) or source.stat().st_dev != model.stat().st_dev
-    assert is_current(model.parent, RECIPES["demo-smol"].fingerprint(), [SMOLLM2.file])
+    assert is_current(model.parent, fingerprint(RECIPES["demo-smol"]), [SMOLLM2.file])
     assert not (smol_root / "graphs" / "demo-chat.toml").exists()
     graph = load_graph(smol_root / "graphs" / "demo-smol.toml")
     assert (graph.model_dir, graph.pipeline_kind, graph.tool_parser) == (model.resolve(), "LM_CB", "hermes")
 
 
 def test_demo_tts_recipe_and_graph() -> None:
-    from appliance.tools.demo.recipes import TINY_SPEECHT5
+    from appliance.tools.demo.tts_recipes import TINY_SPEECHT5
 
     recipe = RECIPES["demo-tts"]
     assert recipe.model == TINY_SPEECHT5 and recipe.requires() == ()

@@ -21,18 +21,14 @@ import pytest
 from appliance.graphfiles import load_graph
 from appliance.graphfiles.gguf import check_loadable, read_header, read_metadata_entries, tensor_byte_size
 from appliance.tools.demo import DEFAULT_DEMOS, build_demo, packaged
+from appliance.tools.demo.bench_recipes import BENCH_1B
+from appliance.tools.demo.chat_recipes import SMOLLM2
 from appliance.tools.demo.gguf_writer import F32, Q4_0, Q8_0, TensorInfo, write_gguf
 from appliance.tools.demo.graph import render_graph
 from appliance.tools.demo.random_gguf import llama_tensors, write_random_llama
-from appliance.tools.demo.recipes import (
-    BENCH_1B,
-    RECIPES,
-    SMOLLM2,
-    DemoRecipe,
-    GGUFToIRSpec,
-    GraphSpec,
-    RandomGGUFSpec,
-)
+from appliance.tools.demo.random_specs import GGUFToIRSpec, RandomGGUFSpec
+from appliance.tools.demo.recipe_types import DemoRecipe, GraphSpec
+from appliance.tools.demo.recipes import RECIPES, fingerprint
 
 TINY = replace(
     BENCH_1B,
@@ -166,7 +162,7 @@ def test_demo_1b_recipes_and_graphs() -> None:
     gguf, ir = RECIPES["demo-1b"], RECIPES["demo-1b-ir"]
     assert gguf.model == BENCH_1B and gguf.requires() == ()
     assert ir.model == GGUFToIRSpec(source="demo-1b") and ir.requires() == ("demo-1b",)
-    assert ir.fingerprint()["source"] == gguf.fingerprint()  # a new GGUF makes a new IR
+    assert fingerprint(ir)["source"] == fingerprint(gguf)  # a new GGUF makes a new IR
     for recipe, model_path in ((gguf, "../models/demo-1b/demo-1b.Q4_0.gguf"), (ir, "../models/demo-1b-ir")):
         graph = tomllib.loads(render_graph(recipe, Path("/r/graphs"), Path("/r/models")))
         assert (graph["model_path"], graph["pipeline"]) == (model_path, "LM_CB")

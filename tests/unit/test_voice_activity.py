@@ -110,7 +110,7 @@ def test_reads_in_blocks_and_stops_when_told() -> None:
 @pytest.fixture(scope="module")
 def silero() -> SileroSequence:
     from appliance.tools.demo import packaged
-    from appliance.tools.demo.recipes import SILERO_VAD
+    from appliance.tools.demo.speech_recipes import SILERO_VAD
 
     return SileroSequence(packaged.locate("test", SILERO_VAD))
 
@@ -142,7 +142,7 @@ def test_silero_hears_speech_not_silence_or_noise(silero: SileroSequence) -> Non
 
 def test_another_onnx_file_is_refused(tmp_path: Path) -> None:
     from appliance.tools.demo import packaged
-    from appliance.tools.demo.recipes import SILERO_VAD
+    from appliance.tools.demo.speech_recipes import SILERO_VAD
 
     streaming = packaged.locate("test", SILERO_VAD).with_name("silero_vad_openvino_16k.onnx")
     with pytest.raises(ValueError, match="not silero-vad's silero_vad_16k_sequence.onnx"):

@@ -39,10 +39,10 @@ PROMPT_SOURCE = Path("/usr/share/common-licenses")
 def build_pair(root: Path, *, draft_layers: int, damping: float, log=print) -> tuple[Path, Path]:
     """Build (or reuse) `root/main` and `root/draft`; returns their directories."""
     from appliance.tools.demo.export import export_causal_lm, make_causal_lm, train_tokenizer
-    from appliance.tools.demo.recipes import get_recipe
+    from appliance.tools.demo.recipes import fingerprint, get_recipe
 
     recipe = get_recipe("demo-bench")
-    stamp = {"recipe": str(recipe.fingerprint()), "draft_layers": draft_layers, "damping": damping}
+    stamp = {"recipe": str(fingerprint(recipe)), "draft_layers": draft_layers, "damping": damping}
     main_dir, draft_dir, stamp_file = root / "main", root / "draft", root / "stamp.json"
     if stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:
         return main_dir, draft_dir

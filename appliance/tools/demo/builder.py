@@ -15,17 +15,16 @@ from pathlib import Path
 from . import packaged, store
 from .export import build_model, key_files  # light at import: torch & co. load inside its functions
 from .graph import write_graph
-from .recipes import (
-    DemoRecipe,
-    GGUFToIRSpec,
+from .packaged_specs import (
     PackagedEncoderSpec,
     PackagedFileSpec,
     PackagedGGUFSpec,
     PackagedVoiceSpec,
     PackagedWhisperSpec,
-    RandomGGUFSpec,
-    get_recipe,
 )
+from .random_specs import GGUFToIRSpec, RandomGGUFSpec
+from .recipe_types import DemoRecipe
+from .recipes import fingerprint, get_recipe
 
 DEFAULT_DEMOS = ("demo-chat", "demo-vision", "demo-smol", "demo-embed", "demo-rerank", "demo-whisper", "demo-voice")
 """What `appliance demo DIR` (and so `./run.sh`) builds. The retrieval pair adds about 15 s to a
@@ -111,7 +110,7 @@ def _is_current(recipe: DemoRecipe, models_dir: Path) -> bool:
     """Whether `models_dir/<name>` holds a finished build of the recipe (stat calls only)."""
     assert recipe.model is not None
     sizes = {recipe.model.file: recipe.model.size} if isinstance(recipe.model, PackagedGGUFSpec) else None
-    if not store.is_current(models_dir / recipe.name, recipe.fingerprint(), key_files(recipe.model), sizes):
+    if not store.is_current(models_dir / recipe.name, fingerprint(recipe), key_files(recipe.model), sizes):
         return False
     if isinstance(recipe.model, GGUFToIRSpec):  # a GGUF file rebuilt since (`--force`) makes a new IR
         return _newer(models_dir / recipe.name / store.STAMP_NAME, _source_gguf(recipe.model, recipe.name, models_dir))
@@ -150,7 +149,7 @@ def _ensure_model(recipe: DemoRecipe, models_dir: Path, *, force: bool, log: Cal
             out.mkdir()
             _build(recipe, out, staging, models_dir, log)
             seconds = round(time.perf_counter() - t0, 1)
-            store.write_stamp(out, recipe.fingerprint(), build_seconds=seconds)  # last: marks the build complete
+            store.write_stamp(out, fingerprint(recipe), build_seconds=seconds)  # last: marks the build complete
             store.install(out, target)
         size_mb = store.directory_size(target) / 1e6
         log(f"{recipe.name}: built in {seconds:.1f} s, {size_mb:.1f} MB -> {target}")

@@ -20,20 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from . import packaged
-from .recipes import (
-    CausalLMSpec,
-    DemoRecipe,
-    GGUFToIRSpec,
-    ModelSpec,
-    PackagedEncoderSpec,
-    PackagedGGUFSpec,
-    PackagedVoiceSpec,
-    PackagedWhisperSpec,
-    QwenVLSpec,
-    RandomGGUFSpec,
-    SpeechT5Spec,
-    TokenizerSpec,
-)
+from .packaged_specs import PackagedEncoderSpec, PackagedGGUFSpec, PackagedVoiceSpec, PackagedWhisperSpec
+from .random_specs import CausalLMSpec, GGUFToIRSpec, QwenVLSpec, RandomGGUFSpec, SpeechT5Spec
+from .recipe_types import DemoRecipe, ModelSpec
+from .tokenizer_specs import TokenizerSpec
 
 Log = Callable[[str], None]
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from .recipes import DemoRecipe, ModelRef, TomlScalar
+from .recipe_types import DemoRecipe, ModelRef, TomlScalar
 
 
 def relative_model_path(graphs_dir: Path, models_dir: Path, ref: ModelRef) -> str:

@@ -17,7 +17,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .recipes import PackagedEncoderSpec, PackagedFileSpec, PackagedGGUFSpec, PackagedVoiceSpec, PackagedWhisperSpec
+from .packaged_specs import (
+    PackagedEncoderSpec,
+    PackagedFileSpec,
+    PackagedGGUFSpec,
+    PackagedVoiceSpec,
+    PackagedWhisperSpec,
+)
 
 __all__ = ["MissingPackageError", "check_sha256", "install", "install_voice", "locate"]
 

@@ -32,7 +32,7 @@ from appliance.graphfiles.gguf import read_header, read_metadata_entries
 
 from . import packaged
 from .gguf_writer import F32, Q4_0, Q8_0, MetadataValue, TensorInfo, write_gguf
-from .recipes import RandomGGUFSpec
+from .random_specs import RandomGGUFSpec
 
 __all__ = ["build", "llama_metadata", "llama_tensors", "write_random_llama"]
 

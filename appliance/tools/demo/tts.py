@@ -7,7 +7,7 @@ route and its encoders); a real SpeechT5 export (`optimum-cli export openvino --
 --model-kwargs '{"vocoder": ...}'`) is served the same way.
 
 SpeechT5's own tokenizer is a SentencePiece character model; `sentencepiece` is not installed here,
-so the demo's tokenizer is the same idea written with `tokenizers`: one token per printable ASCII
+so the demo's tokenizer is the same idea written with `tokenizer_specs`: one token per printable ASCII
 character, `</s>` appended (what SpeechT5Tokenizer does), unknown characters as `<unk>`.
 openvino-tokenizers converts it like any fast tokenizer. The export needs the vocoder as a folder
 (`model_kwargs={"vocoder": path}`), written beside the checkpoint first.
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .recipes import SpeechT5Spec
+from .random_specs import SpeechT5Spec
 
 __all__ = ["TTS_FILES", "build_tts", "voice_embedding"]
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import packaged
 from .ct2 import Ct2FormatError, Ct2Model, read_model_bin
-from .recipes import PackagedWhisperSpec
+from .packaged_specs import PackagedWhisperSpec
 
 __all__ = ["WHISPER_FILES", "build_whisper", "hf_state_dict", "whisper_shape"]
 
