@@ -9,5 +9,5 @@
   messages), `plan` (the settings and items as one chat request), `answer` (one response's
   events, spoken sentence by sentence by the voice graph), `speaking` (sentences and pcm16).
 
-The wire structs are `protocol/realtime.py`; the audio formats are decoded in `media/live_audio.py`.
+The wire structs are `protocol/realtime/`; the audio formats are decoded in `media/live_audio.py`.
 """
