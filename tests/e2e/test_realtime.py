@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
+import shutil
+import subprocess
 import threading
 import time
 import wave
@@ -30,6 +33,7 @@ from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID, SPEECH, read
 
 MODEL = "demo-whisper"
 KEY = "realtime-key"
+JS = Path(__file__).resolve().parents[1] / "js"
 CHUNK_SECONDS = 0.1
 IDLE_SECONDS = 4.0
 
@@ -130,6 +134,37 @@ def test_server_vad_transcribes_streamed_speech_without_a_commit(server: Running
     deltas = "".join(e.delta for e in seen if e.type == "conversation.item.input_audio_transcription.delta")
     assert deltas.strip() == completed.transcript
     assert completed.usage.type == "duration" and completed.usage.seconds > 1.5
+
+
+def test_the_openai_javascript_sdk_transcribes_with_server_vad(
+    server: RunningServer, speech: bytes, tmp_path: Path
+) -> None:
+    """The openai JavaScript SDK's `OpenAIRealtimeWebSocket` (Node, the `ws` package as its
+    WebSocket; the key as the browsers' subprotocol): the same turn, found by server VAD."""
+    if shutil.which("node") is None or not (JS / "node_modules" / "openai" / "realtime").is_dir():
+        pytest.skip("Node or tests/js/node_modules is missing (setup.sh runs npm ci there when npm is present)")
+    audio = tmp_path / "speech.pcm"
+    audio.write_bytes(speech)
+    ran = subprocess.run(
+        ["node", str(JS / "realtime_transcribe.mjs"), f"{server.url}/v1", MODEL, KEY, str(audio)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    order = [
+        "session.created",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "conversation.item.input_audio_transcription.completed",
+    ]
+    assert [kind for kind in seen["types"] if kind in order] == order, seen
+    assert not seen["errors"], seen
+    assert word_error_rate(SAID, seen["transcript"]) <= MAX_WORD_ERROR_RATE, seen
+    assert seen["deltas"].strip() == seen["transcript"]
+    assert seen["usage"]["type"] == "duration" and seen["usage"]["seconds"] > 1.5
 
 
 def test_manual_commits_and_a_bad_event_keep_the_session(server: RunningServer, speech: bytes) -> None:
