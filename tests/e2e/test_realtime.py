@@ -279,10 +279,12 @@ def _latencies(server: RunningServer, speech: bytes) -> tuple[float, float, floa
 
 
 def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, speech: bytes) -> None:
-    """A two-minute upload keeps Whisper busy for seconds; a live session's turn ends on time
+    """A four-minute upload keeps Whisper busy for seconds; a live session's turn ends on time
     meanwhile (its VAD runs on the engine's live-voice thread), its transcript after the upload's."""
     _, control, control_transcript = _latencies(server, speech)
-    long_audio = np.tile(np.concatenate([read_wav(SPEECH), np.zeros(8000, dtype=np.float32)]), 45)
+    # 4 minutes: tiny.en reads 2 minutes in 3.3-4.4 s here, so the upload is still in Whisper when
+    # the turn ends, about 3 s after it began (2 minutes left too little margin).
+    long_audio = np.tile(np.concatenate([read_wav(SPEECH), np.zeros(8000, dtype=np.float32)]), 90)
     wav = io.BytesIO()
     with wave.open(wav, "wb") as out:
         out.setnchannels(1), out.setsampwidth(2), out.setframerate(16000)
@@ -290,13 +292,7 @@ def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, s
     upload_done: list[float] = []
 
     def upload() -> None:
-        answer = httpx.post(
-            f"{server.url}/v1/audio/transcriptions",
-            headers={"Authorization": f"Bearer {KEY}"},
-            files={"file": ("long.wav", wav.getvalue(), "audio/wav")},
-            data={"model": MODEL},
-            timeout=300,
-        )
+        answer = _upload(server, "long.wav", wav.getvalue())
         assert answer.status_code == 200, answer.text
         upload_done.append(time.monotonic())
 
@@ -306,23 +302,28 @@ def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, s
     stopped_at, loaded, _ = _latencies(server, speech)
     uploading.join()
     print(
-        f"end of speech to speech_stopped: {control:.3f} s alone, {loaded:.3f} s beside a 2-min transcription; "
+        f"end of speech to speech_stopped: {control:.3f} s alone, {loaded:.3f} s beside a 4-min transcription; "
         f"to the final transcript alone: {control_transcript:.3f} s"
     )
     assert stopped_at < upload_done[0], "the turn's end waited for the long transcription"
     assert loaded < control + 1.0
 
 
+def _upload(server: RunningServer, name: str, wav: bytes) -> httpx.Response:
+    """`wav` transcribed by POST /v1/audio/transcriptions."""
+    return httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        files={"file": (name, wav, "audio/wav")},
+        data={"model": MODEL},
+        timeout=300,
+    )
+
+
 def _transcription_seconds(server: RunningServer) -> float:
     """The seconds a short upload (the 2.3 s utterance) takes to transcribe, its words checked."""
     started = time.monotonic()
-    answer = httpx.post(
-        f"{server.url}/v1/audio/transcriptions",
-        headers={"Authorization": f"Bearer {KEY}"},
-        files={"file": ("short.wav", SPEECH.read_bytes(), "audio/wav")},
-        data={"model": MODEL},
-        timeout=120,
-    )
+    answer = _upload(server, "short.wav", SPEECH.read_bytes())
     seconds = time.monotonic() - started
     assert answer.status_code == 200, answer.text
     assert word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE, answer.text
