@@ -3,9 +3,10 @@
 
 The session's configuration is read afresh for every response (`TalkSettings.of`: what
 `session.update` last set), so a response answers with the instructions, tools and voice in force
-when it starts; `session.update` is checked against the conversation first, so a voice the
-voice graph lacks is refused there, naming `session.audio.output.voice`. Server VAD's `create_response` decides whether a committed turn is answered at
-once, its `interrupt_response` whether speech that starts cuts the answer in flight (barge-in).
+when it starts; `session.update` is checked against the conversation first (`on_update`), so a
+voice the voice graph lacks is refused there, naming `session.audio.output.voice`. Server VAD's
+`create_response` decides whether a committed turn is answered at once, its `interrupt_response`
+whether speech that starts cuts the answer in flight (barge-in).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ Whisper's 30 s windows itself, each window's text decoded from where the last on
 is not cut at a window's edge), but then it hears from its streamer only once a window, so a
 cancelled request would run to the window's end: a recording over one window asked for no times is
 read here in pieces of one window cut at its quiet moments (`speech_pieces`), each streaming every
-token. It has no add_request/step interface and no batching, and one
-pipeline runs one `generate` at a time ("Infer Request is busy" otherwise), so requests wait in a
-FIFO queue (`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
+token. It has no add_request/step interface and no batching, and one pipeline runs one `generate`
+at a time ("Infer Request is busy" otherwise), so requests wait in a FIFO queue
+(`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
 
 - a `Transcribe` is checked at once (`Rejected` while another request runs: what the pipeline
   would refuse or misread, a prompt over half the text window counted in the model's tokens,
