@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from appliance.engine.worker.speech_pieces import PIECE_SAMPLES, SEARCH_SECONDS, cut_points
+from appliance.engine.worker.speech_pieces import PIECE_SAMPLES, SEARCH_SECONDS, cut_points, joined
 
 RATE = 16_000
 
@@ -48,3 +48,9 @@ def test_sound_without_a_pause_is_cut_within_the_window() -> None:
     pieces = cut_points(audio)
     _covers(pieces, len(audio))
     assert len(pieces) == 4
+
+
+def test_the_pieces_texts_join_with_one_space() -> None:
+    assert joined([" The capital.", " Of France.", "is Paris."]) == " The capital. Of France. is Paris."
+    assert joined(["", " one", ""]) == " one"
+    assert joined([]) == ""

@@ -39,7 +39,7 @@ from appliance.engine.messages import Batch, Delta, DetectVoice, EngineEvent, Re
 from appliance.engine.worker.fifo import FifoEngine
 from appliance.engine.worker.live_voice import LiveVoice
 from appliance.engine.worker.preparer import reason
-from appliance.engine.worker.speech_pieces import cut_points
+from appliance.engine.worker.speech_pieces import cut_points, joined
 from appliance.engine.worker.voice_activity import SileroSequence, voice_activity_of
 from appliance.graphfiles import Graph
 
@@ -197,7 +197,7 @@ class SpeechEngine(FifoEngine[_Job]):
                 if self.facts.multilingual and config.language is None and detected:
                     config.language = f"<|{detected}|>"
             config.initial_prompt = None
-        return _joined(texts), detected, [], []
+        return joined(texts), detected, [], []
 
     def _holds_speech(self, job: _Job) -> bool:
         """Whether the graph's voice-activity model hears speech in the job's audio (True without
@@ -233,14 +233,6 @@ def _text(result: Any) -> str:
 def _language(result: Any) -> str:
     """The language a result says it heard, as an ISO code ("" when it says none)."""
     return str(getattr(result, "language", "") or "").strip("<|>")
-
-
-def _joined(texts: list[str]) -> str:
-    """The pieces' texts as one, a space between pieces (each usually begins with its own)."""
-    joined = ""
-    for text in texts:
-        joined += text if not joined or not text or text[0].isspace() else " " + text
-    return joined
 
 
 def _heard_nothing(job: _Job) -> Transcribed:
