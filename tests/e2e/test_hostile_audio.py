@@ -177,7 +177,7 @@ def test_a_long_transcription_cancelled_mid_window_frees_the_engine_at_once(whis
     events: list[object] = []
     engine.send = lambda batch: events.extend(getattr(batch, "events", []))
     threading.Thread(target=engine._serve_forever, daemon=True).start()
-    samples = np.tile(read_wav(SPEECH), 30)  # 64 s: three pieces, or the pipeline's three windows
+    samples = np.tile(read_wav(SPEECH), 30)  # 64 s: the pipeline's long form reads three windows
     options = TranscribeOptions(stream=True)
 
     def submit(request_id: int) -> float:

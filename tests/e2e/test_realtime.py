@@ -282,8 +282,8 @@ def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, s
     """A four-minute upload keeps Whisper busy for seconds; a live session's turn ends on time
     meanwhile (its VAD runs on the engine's live-voice thread), its transcript after the upload's."""
     _, control, control_transcript = _latencies(server, speech)
-    # 4 minutes: tiny.en reads 2 minutes in 3.3-4.4 s here, so the upload is still in Whisper when
-    # the turn ends, about 3 s after it began (2 minutes left too little margin).
+    # 4 minutes: tiny.en reads 2 minutes in 3-5 s here (in pieces), so the upload is still in
+    # Whisper when the turn ends, about 3 s after it began (2 minutes left too little margin).
     long_audio = np.tile(np.concatenate([read_wav(SPEECH), np.zeros(8000, dtype=np.float32)]), 90)
     wav = io.BytesIO()
     with wave.open(wav, "wb") as out:

@@ -4,8 +4,8 @@
 Whisper's 30 s windows itself, each window's text decoded from where the last one ended (so a word
 is not cut at a window's edge), but then it hears from its streamer only once a window, so a
 cancelled request would run to the window's end: a recording over one window asked for no times is
-read here in pieces of one window cut at its quiet moments (`speech_pieces`), each streaming every
-token. It has no add_request/step interface and no batching, and one pipeline runs one `generate`
+read here in pieces of at most 15 s cut at its quiet moments (`speech_pieces`), each streaming
+every token. It has no add_request/step interface and no batching, and one pipeline runs one `generate`
 at a time ("Infer Request is busy" otherwise), so requests wait in a FIFO queue
 (`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
 
@@ -176,7 +176,7 @@ class SpeechEngine(FifoEngine[_Job]):
     def _read(self, job: _Job, config: Any, streamer: _Streamer) -> tuple[str, str, list, list]:
         """The job's text, the language detected, its segments and words (when asked for).
 
-        Asked for no times, a recording longer than a window is read in pieces of one window
+        Asked for no times, a recording longer than a window is read in pieces of at most 15 s
         (`speech_pieces`), so a cancelled job stops at its next token rather than at the end of
         the window being read; the first piece's language is kept for the rest, and the prompt
         is read before the first only, as the pipeline's own long form does."""

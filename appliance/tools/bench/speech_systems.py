@@ -180,7 +180,7 @@ def faster_whisper_missing() -> str | None:
 
 
 def _read(pipe: Any, samples: np.ndarray, config: Any) -> str:
-    """`samples`' text as the engine reads a json transcription: in pieces of one window."""
+    """`samples`' text as the engine reads a json transcription: over 29 s, in its pieces."""
     texts = []
     for start, end in cut_points(samples):
         result = pipe.generate(samples[start:end], config)
