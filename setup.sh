@@ -37,7 +37,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
     .venv/bin/python -m pip install -q --no-deps -c constraints.txt instructor
     echo "$inputs" >"$stamp"
 fi
-# The JavaScript clients the agents tests drive (Vercel's AI SDK), pinned in tests/js/package-lock.json;
+# The JavaScript clients the e2e tests drive (Vercel's AI SDK, ollama, Claude Code, Codex, openai's
+# Realtime client on ws), pinned in tests/js/package-lock.json;
 # without npm those tests skip, saying why.
 if command -v npm >/dev/null; then
     if [ ! -d tests/js/node_modules ] || [ tests/js/package-lock.json -nt tests/js/node_modules ]; then

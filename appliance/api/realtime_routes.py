@@ -2,26 +2,22 @@
 websocket, as `client.realtime.connect(model=...)` of the openai SDK 3.x opens it.
 
 The gate has checked the connection as it checks an HTTP request (`socket_edge`: key, Host,
-Origin, caps) before this handler runs. Here: the model is resolved, and a connection for no
-model, an unknown one or one that cannot hear is refused before the handshake is accepted (HTTP
-400/404 in OpenAI's error shape); then the session (`dialects/realtime/session.py`) is fed the
-client's events, decoded strictly (`api/decoding`: a bad one is an `error` event naming its type,
-`event_id` and field, the session kept), and its server events are written in order by a task of
-their own. The session ends when the client leaves, after `idle_seconds` without a client event,
-or when the client stops reading its events; its engine work is then cancelled.
-
-Which session a model opens: a speech-to-text graph a `transcription` session it hears itself; a
-chat graph a `realtime` (conversation) session, heard by its graph's `speech_model`
-(`?intent=transcription` makes it a transcription session). The conversation side plugs in
-through `conversation_factory` (`dialects/realtime/session.Conversation`); without one a realtime
-session transcribes its turns and answers `response.*` with an `error`.
+Origin, caps) before this handler runs. Here: the session is opened by the entry
+(`Entry.realtime_session`: the model looked up by `Entry.engine`, as every route's, and admitted on
+each engine the session calls), and a connection it refuses (no model, an unknown one, one that
+cannot hear, one not ready or with its queue full) is answered before the handshake is accepted
+(HTTP 400/404/503 in OpenAI's error shape, Retry-After on a 503); then the session
+(`dialects/realtime/session.py`) is fed the client's events, decoded strictly (`api/decoding`: a
+bad one is an `error` event naming its type, `event_id` and field, the session kept), and its
+server events are written in order by a task of their own. The session ends when the client
+leaves, after `idle_seconds` without a client event, or when the client stops reading its events;
+its engine work is then cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 import msgspec
 from litestar import WebSocket, websocket
@@ -29,30 +25,18 @@ from litestar.exceptions import WebSocketDisconnect
 
 from appliance.api.profiles import DialectProfile
 from appliance.api.socket_edge import POLICY_VIOLATION, refuse_socket
-from appliance.dialects.realtime.session import Conversation, RealtimeLimits, RealtimeSession
-from appliance.dialects.realtime.talk import TalkSession
-from appliance.engine.host.client import EngineClient
-from appliance.entry.calls import named
+from appliance.dialects.realtime.session import RealtimeLimits, RealtimeSession
+from appliance.entry import Entry
 from appliance.entry.decoding import decode_body
 from appliance.errors import ApplianceError, InvalidRequest
-from appliance.media import ImageLoader
 from appliance.protocol import realtime as rt
-from appliance.runtime.registry import ModelRegistry
 
-__all__ = ["PROFILE", "conversation_factory", "routers"]
+__all__ = ["PROFILE", "routers"]
 
 PROFILE = DialectProfile(name="openai-realtime", credential_subprotocols=("openai-insecure-api-key.",))
 """OpenAI's error shape; the browser SDKs' key subprotocol."""
 SUBPROTOCOL = "realtime"
 """Chosen when offered: a browser fails a handshake whose offered protocols the server ignores."""
-
-ConversationFactory = Callable[[RealtimeSession], Conversation]
-
-
-def conversation_factory(engine: EngineClient, media: ImageLoader) -> ConversationFactory:
-    """What answers in a `realtime` session on the chat model `engine`: its conversation
-    (`dialects/realtime/talk.py`), spoken by the graph's `voice_model`."""
-    return lambda session: TalkSession(session, engine, media)
 
 
 class _Header(msgspec.Struct):
@@ -65,43 +49,17 @@ class _Header(msgspec.Struct):
 _header = msgspec.json.Decoder(_Header)
 
 
-def _session(socket: WebSocket, models: ModelRegistry, limits: RealtimeLimits, media: ImageLoader) -> RealtimeSession:
-    """The session the connection asks for; ApplianceError before the handshake is accepted."""
-    name = socket.query_params.get("model")
-    if not name:
-        raise InvalidRequest("Name the model in the URL: /v1/realtime?model=<model>.", param="model")
-    engine = models.get(name)
-    task = engine.graph.task
-    if task == "transcribe":
-        return RealtimeSession(kind="transcription", model=name, hearing=engine, limits=limits)
-    if task != "generate":
-        raise InvalidRequest(
-            f"Model '{name}' is neither a speech-to-text nor a chat model: the Realtime API cannot use it.",
-            param="model",
-            code="model_not_supported",
-        )
-    hearing = models.get(engine.graph.speech_model) if engine.graph.speech_model else None
-    if socket.query_params.get("intent") == "transcription":
-        if hearing is None:
-            raise InvalidRequest(f"Model '{name}' names no speech_model to transcribe with.", param="model")
-        return RealtimeSession(kind="transcription", model=name, hearing=hearing, limits=limits)
-    return RealtimeSession(
-        kind="realtime", model=name, hearing=hearing, limits=limits, conversation=conversation_factory(engine, media)
-    )
-
-
 @websocket(["/v1/realtime", "/v3/realtime"])
-async def realtime(
-    socket: WebSocket, models: ModelRegistry, realtime_limits: RealtimeLimits, media: ImageLoader
-) -> None:
+async def realtime(socket: WebSocket, entry: Entry, realtime_limits: RealtimeLimits) -> None:
     limits = realtime_limits
+    query = socket.query_params
     try:
-        session = _session(socket, models, limits, media)
+        session = entry.realtime_session(query.get("model"), query.get("intent"), limits)
     except ApplianceError as error:
         body = msgspec.json.encode(error.to_dict())
-        await refuse_socket(socket.send, socket.scope, error.status, body, [])
+        retry = [] if error.retry_after is None else [(b"retry-after", str(error.retry_after).encode())]
+        await refuse_socket(socket.send, socket.scope, error.status, body, retry)
         return
-    named(session.model, None)
     offered = socket.scope.get("subprotocols") or []
     await socket.accept(subprotocols=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     session.start()

@@ -1,5 +1,6 @@
 """`Entry`: the one way into the house without HTTP. A request struct in (chat, completions,
-embeddings, rerank, score, responses), its answer (or the call that streams it) out.
+embeddings, rerank, score, responses), its answer (or the call that streams it) out; a Realtime
+session opened (`realtime_session`, `entry.realtime`).
 
 Every request crosses the same steps here, whoever carried it in (an HTTP route, a batch line):
 the access-log record is told the model and user before anything can fail (`entry.record`), the
@@ -14,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from appliance.dialects.hosted_tools import HostedTools
+from appliance.dialects.realtime.session import RealtimeLimits, RealtimeSession
 from appliance.dialects.responses.plan import ResponseCall, plan_response
 from appliance.dialects.responses.store import ResponseStore
 from appliance.engine import EngineClient, RequestStream
-from appliance.entry.record import RequestRecord, current_record
+from appliance.entry.realtime import open_session
+from appliance.entry.record import named, streams_recorded
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
 from appliance.protocol.openai import ChatCompletionRequest, CompletionRequest
@@ -35,23 +38,7 @@ from appliance.service import completions, relevance, retrieval
 from appliance.service.chat import ChatCall, FieldNames, open_chat
 from appliance.service.field_policy import check_stream_options
 
-__all__ = ["Entry", "named"]
-
-
-def named(model: str, user: str | None) -> RequestRecord | None:
-    """The current request's record (None outside one), now naming `model` and `user`: the access
-    log names the model even when it is unknown."""
-    record = current_record.get()
-    if record is not None:
-        record.model, record.user = model, user
-    return record
-
-
-def streams_recorded(streams: list) -> None:
-    """Add the request's engine `streams` to its access-log record."""
-    record = current_record.get()
-    if record is not None:
-        record.streams = streams
+__all__ = ["Entry"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +52,11 @@ class Entry:
     def engine(self, model: str) -> EngineClient:
         """The engine serving `model`; NotFound (404, param `model`) naming it otherwise."""
         return self.models.get(model)
+
+    def realtime_session(self, model: str | None, intent: str | None, limits: RealtimeLimits) -> RealtimeSession:
+        """The Realtime session `?model=<model>&intent=<intent>` opens, its engines found here and
+        admitted (`entry.realtime`); the caller starts it once its transport is open."""
+        return open_session(self.engine, self.media, model, intent, limits)
 
     async def chat(self, body: ChatCompletionRequest, names: FieldNames | None = None) -> ChatCall:
         """`body` planned and submitted; returns once the engine accepted it (`service.chat`)."""

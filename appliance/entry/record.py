@@ -15,7 +15,7 @@ from typing import Any
 
 from appliance.logs import capped
 
-__all__ = ["RECORDED_CHARS", "RequestRecord", "current_record", "log_line"]
+__all__ = ["RECORDED_CHARS", "RequestRecord", "current_record", "log_line", "named", "streams_recorded"]
 
 access_log = logging.getLogger("appliance.access")
 
@@ -72,3 +72,19 @@ def log_line(record: RequestRecord, method: str, path: str, status: int, seconds
     if record.user:
         line["user"] = record.user
     access_log.info(json.dumps(line, separators=(",", ":")), extra={"fields": line})
+
+
+def named(model: str, user: str | None) -> RequestRecord | None:
+    """The current request's record (None outside one), now naming `model` and `user`: the access
+    log names the model even when it is unknown."""
+    record = current_record.get()
+    if record is not None:
+        record.model, record.user = model, user
+    return record
+
+
+def streams_recorded(streams: list) -> None:
+    """Add the request's engine `streams` to its access-log record."""
+    record = current_record.get()
+    if record is not None:
+        record.streams = streams

@@ -14,7 +14,8 @@ the bystander against a control taken in the same run. The classes:
   whose header declares no length is refused after its budget, and a bystander waits at most
   max(5 s, 5x its control).
 - H2: uploads whose clients left stop decoding, on the audio pool (threads of its own), and
-  `GET /metrics` answers meanwhile.
+  `GET /metrics` answers meanwhile; on the real pipeline, a long recording cancelled while
+  Whisper reads it frees the engine within a token, not at the end of a 30 s window.
 - M2: sample rates no recording uses (1, 10, 100 Hz) are refused; 8 kHz is heard.
 - L4: an mp3 with an APEv2 tag (cover art) after its last frame is heard whole.
 """
@@ -160,6 +161,47 @@ def test_a_failed_call_on_the_real_pipeline_leaves_nothing_for_the_next(whisper_
     assert isinstance(after, Transcribed)
     assert after.text == control.text, after.text
     assert engine.rebuilds == 1
+
+
+def test_a_long_transcription_cancelled_mid_window_frees_the_engine_at_once(whisper_root: Path) -> None:
+    """The engine in this process, on 64 s of speech streamed: cancelled at its first text, it
+    must be free long before the rest of a window is read. WhisperPipeline's own long form hears
+    its streamer once a window (its first text is the first window's end), so before the engine
+    read long recordings in pieces the cancel waited for the whole second window, about 40 % of
+    the full time."""
+    from appliance.engine.messages import Delta, Transcribe, Transcribed, TranscribeOptions
+    from appliance.engine.worker.speech import SpeechEngine, _Job
+    from appliance.graphfiles import load_graph
+
+    engine = SpeechEngine(load_graph(whisper_root / "graphs" / f"{MODEL}.toml"))
+    events: list[object] = []
+    engine.send = lambda batch: events.extend(getattr(batch, "events", []))
+    threading.Thread(target=engine._serve_forever, daemon=True).start()
+    samples = np.tile(read_wav(SPEECH), 30)  # 64 s: the pipeline's long form reads three windows
+    options = TranscribeOptions(stream=True)
+
+    def submit(request_id: int) -> float:
+        engine.enqueue(_Job(request_id, Transcribe(request_id=request_id, options=options), samples))
+        return time.monotonic()
+
+    def wait(until, what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not until():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.002)
+
+    started = submit(1)
+    wait(lambda: any(isinstance(e, Transcribed) and e.request_id == 1 for e in events), "no answer")
+    whole = time.monotonic() - started
+    submit(2)
+    wait(lambda: any(isinstance(e, Delta) and e.request_id == 2 for e in events), "no text")
+    cancelled = time.monotonic()
+    engine._cancel(2)
+    wait(lambda: engine.running is None, "the cancelled job runs on")
+    freed = time.monotonic() - cancelled
+    print(f"64 s of speech: read in {whole:.2f} s; cancelled at its first text, the engine free {freed:.3f} s later")
+    assert freed < 0.1 * whole
+    assert not any(isinstance(e, Transcribed) and e.request_id == 2 for e in events)
 
 
 def test_decoding_is_bounded_by_samples_and_a_neighbour_waits_little(server: RunningServer) -> None:

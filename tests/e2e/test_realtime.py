@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
+import shutil
+import subprocess
 import threading
 import time
 import wave
@@ -30,6 +33,7 @@ from tests.e2e.test_whisper_model import MAX_WORD_ERROR_RATE, SAID, SPEECH, read
 
 MODEL = "demo-whisper"
 KEY = "realtime-key"
+JS = Path(__file__).resolve().parents[1] / "js"
 CHUNK_SECONDS = 0.1
 IDLE_SECONDS = 4.0
 
@@ -130,6 +134,37 @@ def test_server_vad_transcribes_streamed_speech_without_a_commit(server: Running
     deltas = "".join(e.delta for e in seen if e.type == "conversation.item.input_audio_transcription.delta")
     assert deltas.strip() == completed.transcript
     assert completed.usage.type == "duration" and completed.usage.seconds > 1.5
+
+
+def test_the_openai_javascript_sdk_transcribes_with_server_vad(
+    server: RunningServer, speech: bytes, tmp_path: Path
+) -> None:
+    """The openai JavaScript SDK's `OpenAIRealtimeWebSocket` (Node, the `ws` package as its
+    WebSocket; the key as the browsers' subprotocol): the same turn, found by server VAD."""
+    if shutil.which("node") is None or not (JS / "node_modules" / "openai" / "realtime").is_dir():
+        pytest.skip("Node or tests/js/node_modules is missing (setup.sh runs npm ci there when npm is present)")
+    audio = tmp_path / "speech.pcm"
+    audio.write_bytes(speech)
+    ran = subprocess.run(
+        ["node", str(JS / "realtime_transcribe.mjs"), f"{server.url}/v1", MODEL, KEY, str(audio)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    order = [
+        "session.created",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "conversation.item.input_audio_transcription.completed",
+    ]
+    assert [kind for kind in seen["types"] if kind in order] == order, seen
+    assert not seen["errors"], seen
+    assert word_error_rate(SAID, seen["transcript"]) <= MAX_WORD_ERROR_RATE, seen
+    assert seen["deltas"].strip() == seen["transcript"]
+    assert seen["usage"]["type"] == "duration" and seen["usage"]["seconds"] > 1.5
 
 
 def test_manual_commits_and_a_bad_event_keep_the_session(server: RunningServer, speech: bytes) -> None:
@@ -244,10 +279,12 @@ def _latencies(server: RunningServer, speech: bytes) -> tuple[float, float, floa
 
 
 def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, speech: bytes) -> None:
-    """A two-minute upload keeps Whisper busy for seconds; a live session's turn ends on time
+    """A four-minute upload keeps Whisper busy for seconds; a live session's turn ends on time
     meanwhile (its VAD runs on the engine's live-voice thread), its transcript after the upload's."""
     _, control, control_transcript = _latencies(server, speech)
-    long_audio = np.tile(np.concatenate([read_wav(SPEECH), np.zeros(8000, dtype=np.float32)]), 45)
+    # 4 minutes: tiny.en reads 2 minutes in 3-5 s here (in pieces), so the upload is still in
+    # Whisper when the turn ends, about 3 s after it began (2 minutes left too little margin).
+    long_audio = np.tile(np.concatenate([read_wav(SPEECH), np.zeros(8000, dtype=np.float32)]), 90)
     wav = io.BytesIO()
     with wave.open(wav, "wb") as out:
         out.setnchannels(1), out.setsampwidth(2), out.setframerate(16000)
@@ -255,13 +292,7 @@ def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, s
     upload_done: list[float] = []
 
     def upload() -> None:
-        answer = httpx.post(
-            f"{server.url}/v1/audio/transcriptions",
-            headers={"Authorization": f"Bearer {KEY}"},
-            files={"file": ("long.wav", wav.getvalue(), "audio/wav")},
-            data={"model": MODEL},
-            timeout=300,
-        )
+        answer = _upload(server, "long.wav", wav.getvalue())
         assert answer.status_code == 200, answer.text
         upload_done.append(time.monotonic())
 
@@ -271,35 +302,67 @@ def test_vad_is_not_starved_behind_a_long_transcription(server: RunningServer, s
     stopped_at, loaded, _ = _latencies(server, speech)
     uploading.join()
     print(
-        f"end of speech to speech_stopped: {control:.3f} s alone, {loaded:.3f} s beside a 2-min transcription; "
+        f"end of speech to speech_stopped: {control:.3f} s alone, {loaded:.3f} s beside a 4-min transcription; "
         f"to the final transcript alone: {control_transcript:.3f} s"
     )
     assert stopped_at < upload_done[0], "the turn's end waited for the long transcription"
     assert loaded < control + 1.0
 
 
-def test_a_session_that_leaves_cancels_its_transcription(server: RunningServer, speech: bytes) -> None:
-    long_turn = pcm24k(np.tile(read_wav(SPEECH), 20))  # 46 s, a few seconds of Whisper
+def _upload(server: RunningServer, name: str, wav: bytes) -> httpx.Response:
+    """`wav` transcribed by POST /v1/audio/transcriptions."""
+    return httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        files={"file": (name, wav, "audio/wav")},
+        data={"model": MODEL},
+        timeout=300,
+    )
+
+
+def _transcription_seconds(server: RunningServer) -> float:
+    """The seconds a short upload (the 2.3 s utterance) takes to transcribe, its words checked."""
+    started = time.monotonic()
+    answer = _upload(server, "short.wav", SPEECH.read_bytes())
+    seconds = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    assert word_error_rate(SAID, answer.json()["text"]) <= MAX_WORD_ERROR_RATE, answer.text
+    return seconds
+
+
+def _leave_mid_transcription(server: RunningServer, turn: bytes) -> None:
+    """Commit `turn` in a session and leave at its first transcription delta (Whisper is reading it)."""
 
     async def run() -> None:
         async with client(server).realtime.connect(model=MODEL) as connection:
             await connection.session.update(
                 session={"type": "transcription", "audio": {"input": {"turn_detection": None}}}
             )
-            for chunk in chunks(long_turn):
+            for chunk in chunks(turn):
                 await connection.input_audio_buffer.append(audio=chunk)
             await connection.input_audio_buffer.commit()
-            await events_until(connection, "input_audio_buffer.committed", 30)
-            await asyncio.sleep(0.3)
+            await events_until(connection, "conversation.item.input_audio_transcription.delta", 60)
 
     asyncio.run(run())
-    # The server abandons the call and tells the engine at once. (The engine then goes on reading
-    # the cancelled recording for seconds: WhisperPipeline does the same after an HTTP client
-    # leaves, see the report of issue 53; not a realtime matter.)
-    deadline = time.monotonic() + 1.0
-    while server.model_status(MODEL)["in_flight"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+
+
+def test_a_session_that_leaves_frees_the_engine_for_the_next_request(server: RunningServer) -> None:
+    """75 s of speech keep tiny.en busy for seconds; a session that leaves while Whisper reads them
+    must not make the next client wait for them (no request may stall another's), and the next
+    transcript holds nothing of them. Before the engine read long recordings in pieces, it stopped
+    only at the end of the 30 s window it was reading: the next upload took 4-6x its time."""
+    control = min(_transcription_seconds(server) for _ in range(3))  # the same upload, the engine idle
+    long_turn = pcm24k(np.tile(read_wav(SPEECH), 35))  # 75 s of speech: the second window is whole
+    after = []
+    for _ in range(2):
+        _leave_mid_transcription(server, long_turn)
+        deadline = time.monotonic() + 1.0  # the server abandons the call and tells the engine at once
+        while server.model_status(MODEL)["in_flight"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        after.append(_transcription_seconds(server))
+    print(f"a short transcription: {control:.2f} s on an idle engine, {after} s right after a session left")
+    assert min(after) < 2.5 * control, (after, control)
     assert server.wait_idle(MODEL, timeout=30)["running"] == 0
 
 

@@ -243,3 +243,23 @@ def test_bad_conversation_events_are_error_events_and_the_session_goes_on(server
     done = events[-1].response
     assert done.status in ("completed", "incomplete") and done.output[0].content[0].text
     assert _of(events, "response.output_text.delta") and not _of(events, "response.output_audio.delta")
+
+
+def test_a_voice_the_graph_lacks_is_refused_at_session_update(server: RunningServer) -> None:
+    async def talk() -> list:
+        async with _client(server).realtime.connect(model="demo-smol") as connection:
+            bad = {"type": "realtime", "audio": {"output": {"voice": "alloy"}}}
+            await connection.session.update(session=bad, event_id="evt_voice")
+            await connection.session.update(session={"type": "realtime", "audio": {"output": {"voice": "heart"}}})
+            events = []
+            async for event in connection:
+                events.append(event)
+                if event.type == "session.updated":
+                    return events
+            return events
+
+    events = asyncio.run(talk())
+    error = _of(events, "error")[0].error
+    assert (error.event_id, error.param, error.code) == ("evt_voice", "session.audio.output.voice", "invalid_value")
+    assert "heart" in error.message  # the voices the graph has
+    assert events[-1].session.audio.output.voice == "heart"  # the session went on

@@ -25,8 +25,8 @@ from appliance.graphfiles import Graph
 from appliance.media import ImageLoader
 from appliance.protocol import realtime as rt
 from appliance.protocol.openai import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from appliance.protocol.realtime import AudioOutput as OutputConfig
 from appliance.protocol.realtime import (
+    UNSET,
     ContentPart,
     ConversationItemCreate,
     ConversationItemTruncate,
@@ -40,6 +40,7 @@ from appliance.protocol.realtime import (
     ResponseCreate,
     ResponseCreateParams,
 )
+from appliance.protocol.realtime import AudioOutput as OutputConfig
 from tests.fakes import FakeEngineClient, fake_graph
 from tests.unit.test_realtime_session import FakeHearing, append, pcm, settle
 
@@ -366,6 +367,28 @@ async def test_audio_needs_a_voice_graph_and_one_of_its_voices() -> None:
 
 
 # -- the session's seam (`talk.TalkSession`) -----------------------------------------------
+
+
+@run
+async def test_a_voice_the_graph_lacks_is_refused_at_session_update() -> None:
+    talker = _talker(FakeVoice())
+    session = live.RealtimeSession(
+        kind="realtime",
+        model="talker",
+        hearing=FakeHearing(),
+        conversation=lambda session: TalkSession(session, talker, ImageLoader()),
+    )
+    audio = RealtimeAudio(output=OutputConfig(voice="alloy"))
+    with pytest.raises(InvalidRequest) as refused:
+        await session.handle(rt.SessionUpdate(session=RealtimeSession(instructions="Be brief.", audio=audio)))
+    assert (refused.value.param, refused.value.code) == ("session.audio.output.voice", "invalid_value")
+    assert "alloy" in refused.value.message and "default" in refused.value.message
+    # Refused as a whole: neither the voice nor the instructions beside it were taken.
+    assert session.settings.config.instructions is UNSET and session.events.empty()
+    good = RealtimeSession(audio=RealtimeAudio(output=OutputConfig(voice="default")))
+    await session.handle(rt.SessionUpdate(session=good))
+    assert isinstance(session.events.get_nowait(), rt.SessionUpdated)
+    assert session.conversation.conversation.settings.voice == "default"
 
 
 @run

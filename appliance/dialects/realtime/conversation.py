@@ -116,7 +116,7 @@ class Conversation:
             raise InvalidRequest(
                 f"Voice '{voice}' is not one of model '{graph.name}''s voices: {', '.join(graph.voices)}.",
                 param=f"{param}.audio.output.voice",
-                code="unsupported_value",
+                code="invalid_value",
             )
         return replace(settings, voice=voice)
 

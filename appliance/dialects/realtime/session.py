@@ -28,6 +28,9 @@ What it serves itself is the input side, for both session types:
   the answer in flight, truncate what was played);
 - `on_turn(turn)`: a user turn was committed and transcribed: its `Turn` (item id, previous item
   id, 16 kHz float32 samples, transcript, times), after `.completed` was sent;
+- `on_update(config)`: `session.update` would make `config` (`rt.SessionConfig`, every field
+  set) the session's: raise ApplianceError naming the field it cannot answer with (a voice the
+  voice graph lacks), and the update is refused as a whole, the session keeping its configuration;
 - `close()`: the session ends (the client left, idle, refused): cancel its engine work.
 
 The first three are awaited in order on the session's own tasks (the socket's reader, VAD,
@@ -105,6 +108,8 @@ class Conversation(Protocol):
     async def on_speech_started(self, item_id: str, audio_start_ms: int) -> None: ...
 
     async def on_turn(self, turn: Turn) -> None: ...
+
+    def on_update(self, config: rt.SessionConfig) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -233,6 +238,8 @@ class RealtimeSession:
     def _update(self, event: rt.SessionUpdate) -> None:
         settings = updated_settings(self.settings, event.session, has_vad=self.has_vad)
         self._check_transcription(settings)
+        if self.conversation is not None:
+            self.conversation.on_update(settings.config)
         format_changed = settings.input_format != self.settings.input_format
         vad_changed = settings.turns != self.settings.turns
         self.settings = settings

@@ -3,8 +3,10 @@
 
 The session's configuration is read afresh for every response (`TalkSettings.of`: what
 `session.update` last set), so a response answers with the instructions, tools and voice in force
-when it starts. Server VAD's `create_response` decides whether a committed turn is answered at
-once, its `interrupt_response` whether speech that starts cuts the answer in flight (barge-in).
+when it starts; `session.update` is checked against the conversation first (`on_update`), so a
+voice the voice graph lacks is refused there, naming `session.audio.output.voice`. Server VAD's
+`create_response` decides whether a committed turn is answered at once, its `interrupt_response`
+whether speech that starts cuts the answer in flight (barge-in).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from appliance.dialects.realtime.session import RealtimeSession, Turn
 from appliance.engine import EngineClient
 from appliance.errors import ApplianceError
 from appliance.media import ImageLoader
-from appliance.protocol.realtime import ClientEvent, ConversationItemAdded, ResponseCreate
+from appliance.protocol.realtime import ClientEvent, ConversationItemAdded, ResponseCreate, SessionConfig
 
 __all__ = ["TalkSession"]
 
@@ -37,7 +39,12 @@ class TalkSession:
 
     def _refresh(self) -> None:
         """The session's configuration as it is now (400 naming what cannot be served)."""
-        self.conversation.update(TalkSettings.of(self.session.model, self.session.settings.config))
+        self.on_update(self.session.settings.config)
+
+    def on_update(self, config: SessionConfig) -> None:
+        """Take `config` for the responses to come, or refuse it (400 naming the field: a voice
+        the voice graph lacks, audio out with no voice graph) before the session takes it."""
+        self.conversation.update(TalkSettings.of(self.session.model, config))
 
     async def on_event(self, event: ClientEvent) -> None:
         if isinstance(event, ResponseCreate):

@@ -5,7 +5,9 @@
 - `base`: what the generative engines share; `batching` (continuous batching:
   `add_request`/`step`) and `stateful` (one `generate()` at a time: NPU) build on it.
 - `retrieval` (embedding and rerank), `speech` (speech to text, after the graph's
-  voice-activity check, `voice_activity`), `tts` (text to speech): the other engines.
+  voice-activity check, `voice_activity`; a long recording read in pieces cut at its quiet
+  moments, `speech_pieces`; live streams' VAD, `live_voice`), `tts` (text to speech; hibari voices in `hibari_voice`): the
+  other engines, the one-at-a-time ones on `fifo`'s queue.
 - `pipelines`: building a graph's pipeline; `generation`: request parameters to a
   `GenerationConfig`.
 - `preparer`: prompts rendered (`prompts`, with clients' control tokens kept as text,

@@ -2,14 +2,18 @@
 
 `WhisperPipeline.generate` takes a whole recording (16 kHz mono float samples) and reads it in
 Whisper's 30 s windows itself, each window's text decoded from where the last one ended (so a word
-is not cut at a window's edge). It has no add_request/step interface and no batching, and one
-pipeline runs one `generate` at a time ("Infer Request is busy" otherwise), so requests wait in a
-FIFO queue (`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
+is not cut at a window's edge), but then it hears from its streamer only once a window, so a
+cancelled request would run to the window's end: a recording over one window asked for no times is
+read here in pieces of at most 15 s cut at its quiet moments (`speech_pieces`), each streaming
+every token. It has no add_request/step interface and no batching, and one pipeline runs one `generate`
+at a time ("Infer Request is busy" otherwise), so requests wait in a FIFO queue
+(`fifo.FifoEngine`: the pipeline is built anew after any call that failed):
 
 - a `Transcribe` is checked at once (`Rejected` while another request runs: what the pipeline
   would refuse or misread, a prompt over half the text window counted in the model's tokens,
   samples that are not finite) and queued; `Cancel` stops the running one at its next token (the
-  streamer answers CANCEL);
+  streamer answers CANCEL), or, when it asked for segments or words (the pipeline's long form,
+  timestamps on), at the end of the window being read;
 - a `DetectVoice` (a live stream's frames, the Realtime API's server VAD) goes to the
   `live-voice` thread (`live_voice`), never behind the transcriptions;
 - the transcription thread first asks the graph's voice-activity model, if it names one, whether
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import openvino_genai
@@ -34,6 +39,7 @@ from appliance.engine.messages import Batch, Delta, DetectVoice, EngineEvent, Re
 from appliance.engine.worker.fifo import FifoEngine
 from appliance.engine.worker.live_voice import LiveVoice
 from appliance.engine.worker.preparer import reason
+from appliance.engine.worker.speech_pieces import cut_points, joined
 from appliance.engine.worker.voice_activity import SileroSequence, voice_activity_of
 from appliance.graphfiles import Graph
 
@@ -148,7 +154,7 @@ class SpeechEngine(FifoEngine[_Job]):
         config.word_timestamps = options.words
         streamer = _Streamer(self, job)
         try:
-            result = self.pipe.generate(job.samples, config, streamer)
+            text, detected, segments, words = self._read(job, config, streamer)
         except Exception as exc:
             log.error("engine %s: generate() failed: %s", self.graph.name, reason(exc))
             self.pipeline_failed()
@@ -158,19 +164,40 @@ class SpeechEngine(FifoEngine[_Job]):
             self.pipeline_failed()  # generate() was cut short by the streamer's CANCEL
             message = f"The model could not transcribe the audio: {streamer.error}"
             return Rejected(request_id=job.request_id, message=message, code="engine_error")
-        segments = (
-            [(float(c.start_ts), float(c.end_ts), c.text) for c in (result.chunks or [])] if options.segments else []
-        )
-        words = [(float(w.start_ts), float(w.end_ts), w.word) for w in (result.words or [])] if options.words else []
-        detected = str(getattr(result, "language", "") or "").strip("<|>")
         return Transcribed(
             request_id=job.request_id,
-            text=result.texts[0] if result.texts else "",
+            text=text,
             segments=segments,
             words=words,
             language=options.language or detected,
             tokens=job.tokens,
         )
+
+    def _read(self, job: _Job, config: Any, streamer: _Streamer) -> tuple[str, str, list, list]:
+        """The job's text, the language detected, its segments and words (when asked for).
+
+        Asked for no times, a recording longer than a window is read in pieces of at most 15 s
+        (`speech_pieces`), so a cancelled job stops at its next token rather than at the end of
+        the window being read; the first piece's language is kept for the rest, and the prompt
+        is read before the first only, as the pipeline's own long form does."""
+        options = job.command.options
+        if options.segments or options.words:  # the times come from the pipeline's long form
+            result = self.pipe.generate(job.samples, config, streamer)
+            segments = [(float(c.start_ts), float(c.end_ts), c.text) for c in (result.chunks or [])]
+            words = [(float(w.start_ts), float(w.end_ts), w.word) for w in (result.words or [])]
+            return _text(result), _language(result), segments if options.segments else [], words
+        texts, detected = [], ""
+        for start, end in cut_points(job.samples):
+            if job.cancelled or streamer.error is not None:
+                break
+            result = self.pipe.generate(job.samples[start:end], config, streamer)
+            texts.append(_text(result))
+            if not detected:
+                detected = _language(result)
+                if self.facts.multilingual and config.language is None and detected:
+                    config.language = f"<|{detected}|>"
+            config.initial_prompt = None
+        return joined(texts), detected, [], []
 
     def _holds_speech(self, job: _Job) -> bool:
         """Whether the graph's voice-activity model hears speech in the job's audio (True without
@@ -197,6 +224,15 @@ class SpeechEngine(FifoEngine[_Job]):
         if job.command.options.stream and text:
             self.send(Batch(events=[Delta(request_id=job.request_id, text=text, tokens=job.tokens)]))
         return _STATUS.RUNNING
+
+
+def _text(result: Any) -> str:
+    return result.texts[0] if result.texts else ""
+
+
+def _language(result: Any) -> str:
+    """The language a result says it heard, as an ISO code ("" when it says none)."""
+    return str(getattr(result, "language", "") or "").strip("<|>")
 
 
 def _heard_nothing(job: _Job) -> Transcribed:

