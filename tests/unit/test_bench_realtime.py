@@ -81,3 +81,21 @@ def test_served_is_set_against_raw_less_the_vad_wait() -> None:
     assert figures["first_sentence"]["served_median_ms"] == pytest.approx(1500)
     assert "| first audio (end to end) | 1800 | 1300 | 700 | 1.86 |" in table
     assert "median 500 ms past the end of the recording" in table and "raw said: 'hello'" in table
+
+
+def test_the_time_before_the_transcript_is_split_at_speech_stopped() -> None:
+    from appliance.tools.bench.realtime_figures import served_against_raw
+    from appliance.tools.bench.realtime_raw import RawTurn
+
+    served = [
+        TurnTimes({"speech_stopped": 0.30, "transcript": 0.50, "vad_wait": 0.22}),
+        TurnTimes({"speech_stopped": 0.34, "transcript": 0.60, "vad_wait": 0.22}),
+        TurnTimes({"transcript": 0.70, "vad_wait": 0.22}),  # no speech_stopped seen: left out of the split
+    ]
+    raw = [RawTurn(0.15, 0.1, 0.3, 0.1, "hi", "hello")]
+    table, figures = served_against_raw(served, raw, silence_duration_ms=500)
+    assert figures["transcript_split"] == pytest.approx(
+        {"speech_stopped_ms": 320, "detection_ms": 100, "transcription_ms": 230, "raw_transcript_ms": 150}
+    )
+    assert "speech_stopped arrived 320 ms after the end of speech (100 ms past VAD's wait" in table
+    assert "the transcript 230 ms later against Whisper's 150 ms raw" in table

@@ -8,6 +8,8 @@ does; server VAD decides the turn has ended, the chat graph's `speech_model` tra
 the chat model answers, spoken by its `voice_model`. Measured from the end of speech (the moment
 the recording's last sample was captured):
 
+- `speech stopped`: server VAD's `input_audio_buffer.speech_stopped` arrives (the turn has ended:
+  its silence wait, the 100 ms chunks' arrival and VAD's own time);
 - `transcript`: the turn's final transcript arrives
   (`conversation.item.input_audio_transcription.completed`; it includes server VAD's
   `silence_duration_ms`, 500 ms by default: the silence that ends a turn);
@@ -46,8 +48,9 @@ __all__ = ["TurnTimes", "companion_graphs", "measure_turns", "report", "run_real
 
 CHUNK_SECONDS = 0.1
 OUTPUT_TOKENS = 64
-_STAGES = ("transcript", "first_text", "first_sentence", "first_audio", "last_text", "done")
+_STAGES = ("speech_stopped", "transcript", "first_text", "first_sentence", "first_audio", "last_text", "done")
 _EVENTS = {
+    "input_audio_buffer.speech_stopped": "speech_stopped",
     "conversation.item.input_audio_transcription.completed": "transcript",
     "response.output_audio_transcript.delta": "first_text",
     "response.output_text.delta": "first_text",
@@ -77,6 +80,10 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
         await socket.send(json.dumps({"type": "session.update", "session": update}))
         chunk = int(2 * 24_000 * CHUNK_SECONDS)
         silence = bytes(chunk)
+        # Whole chunks, as a microphone sends: the recording's last piece is filled with silence
+        # (sent short, it arrived a whole chunk's time after the one before, and every later
+        # sample that much after its capture: 52 ms for the packaged recording).
+        padded = speech + bytes(-len(speech) % chunk)
         started = time.monotonic()
         speech_end = started + len(speech) / 48_000
         done = asyncio.Event()
@@ -84,7 +91,7 @@ async def _turn(url: str, model: str, api_key: str | None, speech: bytes, timeou
         async def send_audio() -> None:
             sent = 0
             while not done.is_set():
-                piece = speech[sent : sent + chunk] if sent < len(speech) else silence
+                piece = padded[sent : sent + chunk] if sent < len(padded) else silence
                 sent += chunk
                 # Sent when its last sample would have been captured, as a microphone's would.
                 await asyncio.sleep(max(0.0, started + sent / 48_000 - time.monotonic()))

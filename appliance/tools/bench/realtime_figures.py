@@ -69,9 +69,41 @@ def served_against_raw(
         lines.append(
             f"| {name} | {served_median:.0f} | {less_wait:.0f} | {raw_median:.0f} | {row['served_over_raw']:.2f} |"
         )
+    split = _transcript_split(served, raw, wait_seconds)
+    if split:
+        figures["transcript_split"] = split
+        lines += [
+            "",
+            f"before the transcript: speech_stopped arrived {split['speech_stopped_ms']:.0f} ms after the end of "
+            f"speech ({split['detection_ms']:.0f} ms past VAD's wait: the chunk's arrival and VAD), then the "
+            f"transcript {split['transcription_ms']:.0f} ms later against Whisper's {split['raw_transcript_ms']:.0f} "
+            "ms raw",
+        ]
     if raw:
         lines += ["", f"raw heard: {raw[-1].heard!r}", f"raw said: {raw[-1].said!r}"]
     return "\n".join(lines), figures
+
+
+def _transcript_split(
+    served: Sequence[TurnTimes], raw: Sequence[RawTurn], wait_seconds: float
+) -> dict[str, float] | None:
+    """Where the served time before the transcript goes (medians, ms): the turn's end seen by the
+    client (`speech_stopped`), its part past VAD's silence wait, and the transcription after it
+    against raw Whisper; None when the turns lack either event."""
+    stopped = [turn.seconds["speech_stopped"] for turn in served if "speech_stopped" in turn.seconds]
+    after = [
+        turn.seconds["transcript"] - turn.seconds["speech_stopped"]
+        for turn in served
+        if "speech_stopped" in turn.seconds and "transcript" in turn.seconds
+    ]
+    if not stopped or not after or not raw:
+        return None
+    return {
+        "speech_stopped_ms": round(statistics.median(stopped) * 1000, 1),
+        "detection_ms": round((statistics.median(stopped) - wait_seconds) * 1000, 1),
+        "transcription_ms": round(statistics.median(after) * 1000, 1),
+        "raw_transcript_ms": round(statistics.median(turn.stages["transcript"] for turn in raw) * 1000, 1),
+    }
 
 
 def _served_time(stage: str) -> Callable[[TurnTimes], float | None]:
