@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
+import subprocess
+import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -263,3 +266,24 @@ def test_a_voice_the_graph_lacks_is_refused_at_session_update(server: RunningSer
     assert (error.event_id, error.param, error.code) == ("evt_voice", "session.audio.output.voice", "invalid_value")
     assert "heart" in error.message  # the voices the graph has
     assert events[-1].session.audio.output.voice == "heart"  # the session went on
+
+
+def test_the_realtime_bench_measures_a_turn_against_the_server(server: RunningServer, tmp_path: Path) -> None:
+    """`appliance bench --realtime --url` (what docs/speech.md's Latency tables come from): one
+    turn alone and one beside a neighbour, each stage reached in order, the words heard."""
+    graph = server.log_path.parent / "graphs" / "demo-smol.toml"  # the fixture's graphs beside its log
+    figures = tmp_path / "realtime.json"
+    command = [sys.executable, "-m", "appliance", "bench", "--graph", str(graph), "--url", server.url,
+               "--realtime", "--requests", "1", "--no-raw", "--json", str(figures)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| speech stopped |" in result.stdout and "| transcript |" in result.stdout
+    report = json.loads(figures.read_text())
+    for phase in (report["stages"], report["beside_neighbour"]["stages"]):
+        order = [phase[stage]["median_ms"] for stage in ("speech_stopped", "transcript", "first_text", "done")]
+        assert order == sorted(order) and order[0] > 0, phase
+    (turn,) = report["turns"]
+    assert word_error_rate("The capital of France is Paris.", turn["heard"]) <= 0.2
+    # Server VAD's wait past the recording's end is under its silence_duration_ms (500 ms): the
+    # recording ends in quiet that counts towards it.
+    assert 0 < turn["seconds"]["vad_wait"] < 0.5
