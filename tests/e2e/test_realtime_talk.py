@@ -42,6 +42,13 @@ def server(
     directory = tmp_path_factory.mktemp("talk")
     graphs = copy_demo_graphs(smol_root, directory / "graphs", ["demo-smol"])
     copy_demo_graphs(whisper_root, graphs, ["demo-whisper"])
+    # The openai Agents SDK names OpenAI's transcription model: the operator's alias maps it.
+    whisper = graphs / "demo-whisper.toml"
+    whisper.write_text(
+        whisper.read_text().replace(
+            'name = "demo-whisper"\n', 'name = "demo-whisper"\naliases = ["gpt-4o-mini-transcribe"]\n'
+        )
+    )
     copy_demo_graphs(voice_root, graphs, ["demo-voice"])
     smol = graphs / "demo-smol.toml"
     smol.write_text(
@@ -287,3 +294,56 @@ def test_the_realtime_bench_measures_a_turn_against_the_server(server: RunningSe
     # Server VAD's wait past the recording's end is under its silence_duration_ms (500 ms): the
     # recording ends in quiet that counts towards it.
     assert 0 < turn["seconds"]["vad_wait"] < 0.5
+
+
+def test_the_agents_sdk_realtime_agent_talks_with_its_default_turn_detection(server: RunningServer) -> None:
+    """The openai Agents SDK's `RealtimeRunner` with its own session defaults (semantic VAD,
+    gpt-4o-mini-transcribe: an alias of the session's Whisper here), the model and a voice of the
+    voice graph named: speech streamed at real-time pace is heard, answered in audio and text."""
+    from agents.realtime import RealtimeAgent, RealtimeRunner
+
+    async def talk() -> tuple[list[str], int, list]:
+        agent = RealtimeAgent(name="Assistant", instructions="Answer in one short sentence.")
+        runner = RealtimeRunner(agent, config={"model_settings": {"model_name": "demo-smol", "voice": "heart"}})
+        url = server.url.replace("http://", "ws://") + "/v1/realtime?model=demo-smol"
+        session = await runner.run(model_config={"url": url, "api_key": "unused"})
+        speech = _speech_pcm24() + bytes(2 * 24_000)  # then a second of silence
+        kinds, audio_bytes, history = [], 0, []
+        async with session:
+
+            async def speak() -> None:
+                for start in range(0, len(speech), 4800):  # 100 ms at a time, at real-time pace
+                    await session.send_audio(speech[start : start + 4800])
+                    await asyncio.sleep(0.1)
+
+            speaking = asyncio.ensure_future(speak())
+            try:
+                async with asyncio.timeout(60):
+                    async for event in session:
+                        kinds.append(event.type)
+                        assert event.type != "error", event.error
+                        if event.type == "audio":
+                            audio_bytes += len(event.audio.data)
+                        if event.type == "history_updated":
+                            history = event.history
+                        # The answer's end, and both items' transcripts (they follow the audio).
+                        if (
+                            "agent_end" in kinds
+                            and _transcribed(history, "user")
+                            and _transcribed(history, "assistant")
+                        ):
+                            break
+            finally:
+                speaking.cancel()
+            return kinds, audio_bytes, history
+
+    kinds, audio_bytes, history = asyncio.run(talk())
+    assert kinds.index("agent_start") < kinds.index("audio") < kinds.index("agent_end")
+    assert audio_bytes > 24_000  # over half a second of the answer's speech (pcm16 at 24 kHz)
+    assert word_error_rate("The capital of France is Paris.", _transcribed(history, "user")) <= 0.2, history
+
+
+def _transcribed(history: list, role: str) -> str:
+    """The transcripts of the Agents SDK history's items of `role`, joined."""
+    parts = [part for item in history if getattr(item, "role", None) == role for part in item.content]
+    return " ".join(getattr(part, "transcript", None) or "" for part in parts).strip()

@@ -175,7 +175,6 @@ def test_session_update_merges_and_refuses_what_it_cannot_honour() -> None:
         refused = []
         for bad in (
             rt.RealtimeSession(),
-            rt.TranscriptionSession(audio=rt.TranscriptionAudio(input=rt.AudioInput(turn_detection=rt.SemanticVad()))),
             rt.TranscriptionSession(
                 audio=rt.TranscriptionAudio(input=rt.AudioInput(noise_reduction=rt.NoiseReduction()))
             ),
@@ -194,12 +193,38 @@ def test_session_update_merges_and_refuses_what_it_cannot_honour() -> None:
     assert session.settings.transcription.language == "en" and session.settings.transcription.model == "whisper"
     assert refused == [
         "session.type",
-        "session.audio.input.turn_detection.type",
         "session.audio.input.noise_reduction",
         "session.audio.input.transcription.language",
     ]
     shown = session.settings.describe(session.id, "whisper")
     assert shown["audio"]["input"]["turn_detection"]["silence_duration_ms"] == 800
+
+
+@pytest.mark.parametrize(("eagerness", "silence_ms"), [(None, 500), ("auto", 500), ("high", 300), ("low", 1000)])
+def test_semantic_vad_is_the_voice_activity_model_with_a_silence_by_eagerness(
+    eagerness: str | None, silence_ms: int
+) -> None:
+    """The openai Agents SDK's default turn detection: served by server VAD, its eagerness the
+    silence that ends a turn; shown as asked; create/interrupt_response honoured."""
+
+    async def go() -> RealtimeSession:
+        session = RealtimeSession(kind="transcription", model="whisper", hearing=FakeHearing())
+        semantic = rt.SemanticVad(eagerness=eagerness, interrupt_response=False)
+        update = rt.TranscriptionSession(audio=rt.TranscriptionAudio(input=rt.AudioInput(turn_detection=semantic)))
+        await session.handle(rt.SessionUpdate(session=update))
+        return session
+
+    session = run(go())
+    turns = session.settings.turns
+    assert (turns.vad.silence_duration_ms, turns.vad.threshold, turns.vad.prefix_padding_ms) == (silence_ms, 0.5, 300)
+    assert (turns.create_response, turns.interrupt_response) == (True, False)
+    shown = session.settings.describe(session.id, "whisper")["audio"]["input"]["turn_detection"]
+    assert shown == {
+        "type": "semantic_vad",
+        "eagerness": eagerness or "auto",
+        "create_response": True,
+        "interrupt_response": False,
+    }
 
 
 def test_server_vad_needs_a_voice_activity_model() -> None:

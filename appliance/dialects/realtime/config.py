@@ -3,9 +3,14 @@ effective configuration the `session.created` / `session.updated` events show.
 
 An update is merged field by field into the configuration it changes (a field left out keeps its
 value, an explicit `null` clears it: `turn_detection: null` is manual commits). What the appliance
-cannot honour is refused naming its field (the session keeps its configuration): semantic VAD,
-noise reduction, logprobs, server VAD on a Whisper graph without a voice-activity model, another
-session type than the one the session began as.
+cannot honour is refused naming its field (the session keeps its configuration): noise
+reduction, logprobs, VAD on a Whisper graph without a voice-activity model, another session type
+than the one the session began as.
+
+`semantic_vad` (the openai Agents SDK's default) is served by the same voice-activity model as
+`server_vad`: there is no model here that judges whether a sentence is finished, so its
+`eagerness` picks the silence that ends a turn (`SEMANTIC_SILENCE_MS`: high 300 ms, medium and
+auto 500 ms as server VAD's default, low 1000 ms), and the session shows it as asked.
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ from appliance.protocol.realtime import (
     TranscriptionSession,
 )
 
-__all__ = ["SessionSettings", "Turns", "initial_settings", "updated_settings"]
+__all__ = ["SEMANTIC_SILENCE_MS", "SessionSettings", "Turns", "initial_settings", "updated_settings"]
+
+SEMANTIC_SILENCE_MS = {"high": 300, "medium": 500, "auto": 500, "low": 1000}
+"""`semantic_vad`'s eagerness as server VAD's `silence_duration_ms` (see the module's docstring)."""
 
 SessionKind = Literal["transcription", "realtime"]
 
@@ -41,6 +49,8 @@ class Turns:
     create_response: bool = True
     interrupt_response: bool = True
     idle_timeout_ms: int | None = None
+    eagerness: str | None = None
+    """Set when the client asked for `semantic_vad` (its eagerness, `vad` derived from it)."""
 
 
 @dataclass(frozen=True)
@@ -67,22 +77,30 @@ class SessionSettings:
         entry = audio.setdefault("input", {})
         entry["format"] = {"type": self.input_format, **({"rate": 24000} if self.input_format == "audio/pcm" else {})}
         entry["transcription"] = None if self.transcription is None else msgspec.to_builtins(self.transcription)
-        turns = self.turns
-        entry["turn_detection"] = (
-            None
-            if turns is None
-            else {
-                "type": "server_vad",
-                "threshold": turns.vad.threshold,
-                "prefix_padding_ms": turns.vad.prefix_padding_ms,
-                "silence_duration_ms": turns.vad.silence_duration_ms,
-                "create_response": turns.create_response,
-                "interrupt_response": turns.interrupt_response,
-                "idle_timeout_ms": turns.idle_timeout_ms,
-            }
-        )
+        entry["turn_detection"] = _described_turns(self.turns)
         entry.setdefault("noise_reduction", None)
         return shown
+
+
+def _described_turns(turns: Turns | None) -> dict[str, Any] | None:
+    if turns is None:
+        return None
+    if turns.eagerness is not None:
+        return {
+            "type": "semantic_vad",
+            "eagerness": turns.eagerness,
+            "create_response": turns.create_response,
+            "interrupt_response": turns.interrupt_response,
+        }
+    return {
+        "type": "server_vad",
+        "threshold": turns.vad.threshold,
+        "prefix_padding_ms": turns.vad.prefix_padding_ms,
+        "silence_duration_ms": turns.vad.silence_duration_ms,
+        "create_response": turns.create_response,
+        "interrupt_response": turns.interrupt_response,
+        "idle_timeout_ms": turns.idle_timeout_ms,
+    }
 
 
 def initial_settings(kind: SessionKind, *, has_vad: bool, transcriber: str | None) -> SessionSettings:
@@ -138,11 +156,9 @@ def _turns(current: Turns | None, asked: ServerVad | SemanticVad | None, *, has_
     param = "session.audio.input.turn_detection"
     if asked is None:
         return None
-    if isinstance(asked, SemanticVad):
-        raise unsupported("Semantic VAD is not available here; use 'server_vad' or null.", f"{param}.type")
     if not has_vad:
         raise unsupported(
-            "Server VAD needs a voice-activity model, and this session's speech model names none "
+            "Turn detection needs a voice-activity model, and this session's speech model names none "
             "(its graph's speech.vad_model): send turn_detection null and commit the audio yourself.",
             f"{param}.type",
         )
@@ -152,6 +168,14 @@ def _turns(current: Turns | None, asked: ServerVad | SemanticVad | None, *, has_
     def pick(value: Any, default: Any) -> Any:
         return default if value is None else value
 
+    if isinstance(asked, SemanticVad):
+        eagerness = asked.eagerness or "auto"
+        return Turns(
+            VadSettings(silence_duration_ms=SEMANTIC_SILENCE_MS[eagerness]),
+            create_response=pick(asked.create_response, base.create_response),
+            interrupt_response=pick(asked.interrupt_response, base.interrupt_response),
+            eagerness=eagerness,
+        )
     return Turns(
         VadSettings(
             threshold=pick(asked.threshold, vad.threshold),
